@@ -1,0 +1,22 @@
+import type { Command } from 'commander';
+import { migrate } from '@genfill/registry';
+import type { Context } from '../context.ts';
+import { json } from '../io.ts';
+
+export function register(program: Command, run: (fn: (ctx: Context) => Promise<void>) => Promise<void>): void {
+  program
+    .command('migrate')
+    .description('install or upgrade the genfill registry schema (idempotent; concurrent runs wait, then do nothing)')
+    .option('--json', 'print the result as JSON')
+    .action((opts: { json?: boolean }) =>
+      run(async (ctx) => {
+        const result = await migrate(ctx.rawDb());
+        if (opts.json) return json(ctx.io, result);
+        ctx.io.out(
+          result.applied.length === 0
+            ? `registry schema is current (version ${result.version})`
+            : `applied ${result.applied.join(', ')}; registry schema at version ${result.version}`,
+        );
+      }),
+    );
+}

@@ -1,0 +1,48 @@
+// genfill: every operator action. Thin: parse, wire, run, map errors to exit codes.
+import { Command, CommanderError } from 'commander';
+import type { ExitCode } from '@genfill/contracts';
+import { Context } from './context.ts';
+import { report } from './exit.ts';
+import { processIo, type Io } from './io.ts';
+import * as migrateCmd from './commands/migrate.ts';
+import * as planCmd from './commands/plan.ts';
+import * as releaseCmd from './commands/release.ts';
+import * as statusCmd from './commands/status.ts';
+
+export async function main(argv: string[], io: Io = processIo): Promise<ExitCode> {
+  const ctx = new Context(io);
+  let code: ExitCode = 0;
+  const run = async (fn: (ctx: Context) => Promise<void>): Promise<void> => {
+    try {
+      await fn(ctx);
+    } catch (err) {
+      code = report(io, err);
+    }
+  };
+
+  const program = new Command('genfill')
+    .description('safe, provable historical backfills of PostgreSQL datasets while live traffic continues')
+    .showHelpAfterError()
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
+    .addHelpText(
+      'after',
+      '\nExit codes: 0 ok, 1 internal error, 2 invalid input, 3 refused (a precondition or CAS lost), 4 reconciliation required.\n' +
+        'Configuration comes from the environment: DATABASE_URL, REDIS_URL, GENFILL_* (see README).',
+    );
+  for (const cmd of [migrateCmd, releaseCmd, planCmd, statusCmd]) cmd.register(program, run);
+
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // --help and --version exit 0; a usage error is invalid input.
+      code = err.exitCode === 0 ? 0 : 2;
+    } else {
+      code = report(io, err);
+    }
+  } finally {
+    await ctx.close();
+  }
+  return code;
+}

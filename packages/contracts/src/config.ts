@@ -1,0 +1,71 @@
+// Configuration comes only from the environment, parsed once at start. A malformed value is
+// a ConfigError naming the variable — never a silent default.
+import { z } from 'zod';
+import { ConfigError, type Problem } from './errors.ts';
+
+const postgresUrl = z
+  .string()
+  .refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// URL');
+const redisUrl = z.string().refine((v) => /^rediss?:\/\//.test(v) && URL.canParse(v), 'must be a redis:// URL');
+const list = <T extends z.ZodType<unknown, string>>(item: T) =>
+  z
+    .string()
+    .transform((v) => v.split(',').map((s) => s.trim()).filter((s) => s.length > 0))
+    .pipe(z.array(item));
+const port = z.coerce.number().int().min(1).max(65535);
+/** Milliseconds, or a number with a unit PostgreSQL understands for timeouts (ms, s, min). */
+const pgDuration = z
+  .string()
+  .regex(/^\d+\s*(ms|s|min)?$/, 'must be milliseconds or a number with ms, s or min (e.g. 30s)')
+  .transform((v) => {
+    const m = /^(\d+)\s*(ms|s|min)?$/.exec(v)!;
+    const n = Number(m[1]);
+    return m[2] === 's' ? n * 1000 : m[2] === 'min' ? n * 60_000 : n;
+  });
+const apiToken = z
+  .string()
+  .regex(/^[^:]+:(viewer|operator|approver):.{16,}$/, 'each entry is subject:role:token, role viewer|operator|approver, token at least 16 characters')
+  .transform((v) => {
+    const [subject, role, ...rest] = v.split(':');
+    return { subject: subject!, role: role as 'viewer' | 'operator' | 'approver', token: rest.join(':') };
+  });
+
+export const configSchema = z.object({
+  DATABASE_URL: postgresUrl.default('postgres://postgres@127.0.0.1:5432/postgres'),
+  REDIS_URL: redisUrl.default('redis://127.0.0.1:6379'),
+  GENFILL_QUEUE_PREFIX: z
+    .string()
+    .min(1)
+    .refine((v) => !v.includes(':'), 'must not contain ":" (BullMQ uses it as the separator)')
+    .default('{genfill}'),
+  GENFILL_RELEASE: list(z.string().min(1)).optional(),
+  GENFILL_STATEMENT_TIMEOUT: pgDuration.optional(),
+  GENFILL_LOCK_TIMEOUT: pgDuration.optional(),
+  GENFILL_METRICS_PORT: port.optional(),
+  GENFILL_API_PORT: port.default(3000),
+  GENFILL_API_TOKENS: list(apiToken).optional(),
+  GENFILL_REPLICA_URLS: list(postgresUrl).optional(),
+  GENFILL_CANARY_SQL: z.string().min(1).optional(),
+  GENFILL_MAX_PENDING_EVENTS: z.coerce.number().int().positive().default(1_000_000),
+  GENFILL_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type Config = z.infer<typeof configSchema>;
+export type ApiToken = NonNullable<Config['GENFILL_API_TOKENS']>[number];
+
+/** Parse the environment. Empty strings count as unset, as a shell's `VAR=` means. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const known = Object.keys(configSchema.shape);
+  const input = Object.fromEntries(
+    known.filter((k) => env[k] !== undefined && env[k] !== '').map((k) => [k, env[k]]),
+  );
+  const result = configSchema.safeParse(input);
+  if (!result.success) {
+    const problems: Problem[] = result.error.issues.map((i) => ({
+      path: String(i.path[0] ?? ''),
+      message: `${i.message} (environment variable)`,
+    }));
+    throw new ConfigError(problems);
+  }
+  return result.data;
+}

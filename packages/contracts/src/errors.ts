@@ -1,0 +1,98 @@
+// Every error the operator can meet is a named class with structured fields. The CLI maps
+// them to exit codes in one place (apps/cli/src/exit.ts); `retryable` says whether trying
+// the same thing again can help (the role bullmq's UnrecoverableError plays for jobs).
+
+export type ExitCode = 0 | 1 | 2 | 3 | 4;
+
+export interface Problem {
+  /** Where the problem is: a path into the release (`range.from`), a file, a column. */
+  path: string;
+  message: string;
+}
+
+export abstract class GenfillError extends Error {
+  abstract readonly exitCode: ExitCode;
+  readonly retryable: boolean = false;
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** Bad input: nothing was written. Exit 2. */
+export class InvalidInputError extends GenfillError {
+  readonly exitCode = 2 as const;
+  readonly problems: Problem[];
+  constructor(problems: Problem[] | string, options?: { cause?: unknown }) {
+    const list = typeof problems === 'string' ? [{ path: '', message: problems }] : problems;
+    super(list.map((p) => (p.path ? `${p.path}: ${p.message}` : p.message)).join('\n'), options);
+    this.problems = list;
+  }
+}
+
+/** A precondition does not hold or a compare-and-swap was lost. Exit 3. */
+export class RefusedError extends GenfillError {
+  readonly exitCode = 3 as const;
+}
+
+/** A state transition's compare-and-swap found another state. */
+export class CasConflictError extends RefusedError {
+  constructor(
+    readonly release: string,
+    readonly expected: string,
+    readonly actual: string | null,
+    readonly wanted: string,
+  ) {
+    super(
+      actual === null
+        ? `release ${release} does not exist`
+        : `release ${release} is ${actual}, not ${expected}: the move to ${wanted} was refused; check \`genfill status ${release}\``,
+    );
+  }
+}
+
+/** The release id exists with other content: releases are immutable. */
+export class ReleaseConflictError extends RefusedError {
+  constructor(
+    readonly release: string,
+    readonly existingDigest: string,
+    readonly submittedDigest: string,
+  ) {
+    super(
+      `release ${release} already exists with digest ${existingDigest}, this file has ${submittedDigest}: ` +
+        'a release is immutable, submit the change under a new release id',
+    );
+  }
+}
+
+/** Another open release of the same dataset and generation claims part of the range. */
+export class RangeOverlapError extends RefusedError {
+  constructor(
+    readonly release: string,
+    readonly other: string,
+    readonly otherRange: string,
+  ) {
+    super(
+      `release ${release} overlaps release ${other} (${otherRange}) on the same dataset and target generation: ` +
+        'ranges are half-open [from, to) and may touch but not overlap; cancel the other release or change the range',
+    );
+  }
+}
+
+/** The database schema is newer than this code, or not migrated yet. */
+export class SchemaVersionError extends RefusedError {}
+
+/** A named thing (release, dataset, table) is not there. */
+export class NotFoundError extends RefusedError {}
+
+/** Reconciliation found a difference. Exit 4. */
+export class ReconciliationRequiredError extends GenfillError {
+  readonly exitCode = 4 as const;
+}
+
+/** Configuration from the environment is malformed: a clear error at start. Exit 2. */
+export class ConfigError extends InvalidInputError {}
+
+export function exitCodeOf(err: unknown): ExitCode {
+  return err instanceof GenfillError ? err.exitCode : 1;
+}

@@ -1,0 +1,57 @@
+// The release state machine: one table of allowed transitions. Every move is a
+// compare-and-swap in the registry (casTransition) checked against this table.
+//
+// Two orders are supported (SPEC "State machine"):
+//  seed order:   … BUILDING → INGRESS_SEALED → CAUGHT_UP → RECONCILED → APPROVED → ACTIVE
+//  short freeze: … BUILDING → BUILT → RECONCILED → APPROVED, then `cutover` runs
+//                APPROVED → INGRESS_SEALED → CAUGHT_UP → ACTIVE
+// Pausing is not a state: it is two flags on the release.
+
+export const RELEASE_STATES = [
+  'DRAFT',
+  'SNAPSHOT_PINNED',
+  'BUILDING',
+  'BUILT',
+  'INGRESS_SEALED',
+  'CAUGHT_UP',
+  'RECONCILED',
+  'APPROVED',
+  'ACTIVE',
+  'RETIRED',
+  'RECONCILIATION_REQUIRED',
+  'ROLLED_BACK',
+  'CANCELLED',
+] as const;
+
+export type ReleaseState = (typeof RELEASE_STATES)[number];
+
+export const TRANSITIONS: Readonly<Record<ReleaseState, readonly ReleaseState[]>> = {
+  DRAFT: ['SNAPSHOT_PINNED', 'CANCELLED'],
+  SNAPSHOT_PINNED: ['BUILDING', 'RECONCILIATION_REQUIRED', 'CANCELLED'],
+  BUILDING: ['BUILT', 'INGRESS_SEALED', 'RECONCILIATION_REQUIRED', 'CANCELLED'],
+  BUILT: ['RECONCILED', 'INGRESS_SEALED', 'RECONCILIATION_REQUIRED', 'CANCELLED'],
+  // A sealed epoch either catches up or fails back to APPROVED with ingress reopened.
+  INGRESS_SEALED: ['CAUGHT_UP', 'APPROVED', 'RECONCILIATION_REQUIRED', 'CANCELLED'],
+  CAUGHT_UP: ['RECONCILED', 'ACTIVE', 'APPROVED', 'RECONCILIATION_REQUIRED', 'CANCELLED'],
+  RECONCILED: ['APPROVED', 'RECONCILIATION_REQUIRED', 'CANCELLED'],
+  APPROVED: ['INGRESS_SEALED', 'ACTIVE', 'RECONCILIATION_REQUIRED', 'CANCELLED'],
+  ACTIVE: ['RETIRED', 'ROLLED_BACK'],
+  RETIRED: [],
+  // Leaves by repair (back to BUILDING) and a passing reconcile, or by cancel.
+  RECONCILIATION_REQUIRED: ['BUILDING', 'RECONCILED', 'CANCELLED'],
+  ROLLED_BACK: ['RETIRED'],
+  CANCELLED: [],
+};
+
+/** States in which a release still holds its range and may take work. */
+export const OPEN_STATES: readonly ReleaseState[] = RELEASE_STATES.filter(
+  (s) => !['ACTIVE', 'RETIRED', 'ROLLED_BACK', 'CANCELLED'].includes(s),
+);
+
+export function canTransition(from: ReleaseState, to: ReleaseState): boolean {
+  return TRANSITIONS[from].includes(to);
+}
+
+export function isReleaseState(s: string): s is ReleaseState {
+  return (RELEASE_STATES as readonly string[]).includes(s);
+}

@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/index.ts';
+
+describe('configuration from the environment', () => {
+  it('has the SPEC defaults when nothing is set', () => {
+    const c = loadConfig({});
+    expect(c.DATABASE_URL).toBe('postgres://postgres@127.0.0.1:5432/postgres');
+    expect(c.REDIS_URL).toBe('redis://127.0.0.1:6379');
+    expect(c.GENFILL_QUEUE_PREFIX).toBe('{genfill}');
+    expect(c.GENFILL_RELEASE).toBeUndefined();
+  });
+
+  it('parses lists, durations and tokens', () => {
+    const c = loadConfig({
+      GENFILL_RELEASE: 'a@1, b@2',
+      GENFILL_STATEMENT_TIMEOUT: '30s',
+      GENFILL_LOCK_TIMEOUT: '500',
+      GENFILL_METRICS_PORT: '9464',
+      GENFILL_API_TOKENS: 'alice:operator:0123456789abcdef0123,bob:viewer:fedcba9876543210fedc',
+      GENFILL_REPLICA_URLS: 'postgres://r1/db,postgres://r2/db',
+    });
+    expect(c.GENFILL_RELEASE).toEqual(['a@1', 'b@2']);
+    expect(c.GENFILL_STATEMENT_TIMEOUT).toBe(30_000);
+    expect(c.GENFILL_LOCK_TIMEOUT).toBe(500);
+    expect(c.GENFILL_METRICS_PORT).toBe(9464);
+    expect(c.GENFILL_API_TOKENS).toEqual([
+      { subject: 'alice', role: 'operator', token: '0123456789abcdef0123' },
+      { subject: 'bob', role: 'viewer', token: 'fedcba9876543210fedc' },
+    ]);
+    expect(c.GENFILL_REPLICA_URLS).toHaveLength(2);
+  });
+
+  const bad: [string, string][] = [
+    ['DATABASE_URL', 'mysql://x'],
+    ['REDIS_URL', 'http://x'],
+    ['GENFILL_QUEUE_PREFIX', 'a:b'],
+    ['GENFILL_STATEMENT_TIMEOUT', 'soon'],
+    ['GENFILL_LOCK_TIMEOUT', '-5'],
+    ['GENFILL_METRICS_PORT', '70000'],
+    ['GENFILL_API_TOKENS', 'alice:root:0123456789abcdef'],
+    ['GENFILL_REPLICA_URLS', 'postgres://ok/db,nope'],
+    ['GENFILL_MAX_PENDING_EVENTS', '0'],
+    ['GENFILL_LOG_LEVEL', 'loud'],
+  ];
+  for (const [name, value] of bad) {
+    it(`refuses a malformed ${name}, naming the variable`, () => {
+      let error: unknown;
+      try {
+        loadConfig({ [name]: value });
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).problems[0]!.path).toBe(name);
+      expect((error as ConfigError).exitCode).toBe(2);
+    });
+  }
+});

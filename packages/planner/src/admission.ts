@@ -1,0 +1,111 @@
+// What a release needs from the database before it may be submitted: the source table, its
+// key and time columns, the dependencies, and a probe of the transform. Reads only; every
+// problem is returned with its path so the operator sees them all at once.
+import type { LoadedRelease, Problem } from '@genfill/contracts';
+import type { Conn } from '@genfill/registry';
+import { probeTransform } from '@genfill/transform';
+
+/** Columns genfill adds to a dataset's target; a transform never produces them. */
+export const SYSTEM_COLUMNS = ['generation', '_gf_rev', '_gf_deleted'] as const;
+const TIME_TYPES = ['timestamp with time zone', 'timestamp without time zone', 'date'];
+
+interface Column {
+  name: string;
+  type: string;
+  not_null: boolean;
+}
+
+async function tableColumns(conn: Conn, relation: string): Promise<{ oid: number; kind: string; columns: Column[] } | null> {
+  const { rows } = await conn.query<{ oid: number; relkind: string }>(
+    `SELECT c.oid::int AS oid, c.relkind::text AS relkind FROM pg_class c WHERE c.oid = to_regclass($1)`,
+    [relation],
+  );
+  if (!rows[0]) return null;
+  const cols = await conn.query<Column>(
+    `SELECT attname AS name, format_type(atttypid, atttypmod) AS type, attnotnull AS not_null
+       FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+    [rows[0].oid],
+  );
+  return { oid: rows[0].oid, kind: rows[0].relkind, columns: cols.rows };
+}
+
+async function hasUniqueIndexOn(conn: Conn, oid: number, key: string[]): Promise<boolean> {
+  const { rows } = await conn.query<{ ok: boolean }>(
+    `SELECT EXISTS (
+       SELECT 1 FROM pg_index i
+        WHERE i.indrelid = $1 AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL
+          AND i.indnkeyatts = cardinality($2::text[])
+          AND (SELECT array_agg(a.attname::text ORDER BY a.attname)
+                 FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
+                 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+                WHERE k.n <= i.indnkeyatts)
+              = (SELECT array_agg(x ORDER BY x) FROM unnest($2::text[]) AS x)) AS ok`,
+    [oid, key],
+  );
+  return rows[0]!.ok;
+}
+
+export async function checkAgainstDatabase(conn: Conn, loaded: LoadedRelease): Promise<Problem[]> {
+  const { spec } = loaded;
+  const problems: Problem[] = [];
+  const source = await tableColumns(conn, spec.source.table);
+  if (!source) {
+    problems.push({ path: 'source.table', message: `${spec.source.table} does not exist in this database (v1 needs the source, target and registry in one database)` });
+    return problems;
+  }
+  if (!['r', 'p'].includes(source.kind)) {
+    problems.push({ path: 'source.table', message: `${spec.source.table} is not a table (capture needs triggers on a table)` });
+  }
+  const byName = new Map(source.columns.map((c) => [c.name, c]));
+  spec.source.key.forEach((k, i) => {
+    const col = byName.get(k);
+    if (!col) problems.push({ path: `source.key.${i}`, message: `${spec.source.table} has no column ${k}` });
+    else if (!col.not_null) problems.push({ path: `source.key.${i}`, message: `key column ${k} of ${spec.source.table} is NULL-able: a key must be NOT NULL` });
+  });
+  const time = byName.get(spec.source.time);
+  if (!time) {
+    problems.push({ path: 'source.time', message: `${spec.source.table} has no column ${spec.source.time}` });
+  } else {
+    if (!TIME_TYPES.includes(time.type)) {
+      problems.push({ path: 'source.time', message: `${spec.source.time} is ${time.type}; the time column must be timestamptz, timestamp or date` });
+    }
+    if (!time.not_null) {
+      problems.push({
+        path: 'source.time',
+        message: `${spec.source.time} of ${spec.source.table} is NULL-able: a row without a time lands in no partition; make the column NOT NULL`,
+      });
+    }
+  }
+  if (spec.source.key.every((k) => byName.has(k)) && !(await hasUniqueIndexOn(conn, source.oid, spec.source.key))) {
+    problems.push({
+      path: 'source.key',
+      message: `${spec.source.table} has no unique index on exactly (${spec.source.key.join(', ')}): the business key must be unique`,
+    });
+  }
+  spec.reconcile.conserved.forEach((c, i) => {
+    if (!byName.has(c)) problems.push({ path: `reconcile.conserved.${i}`, message: `conserved column ${c} is not a column of the source ${spec.source.table}` });
+  });
+
+  const probe = await probeTransform(conn, {
+    sql: loaded.transformSql,
+    sourceTable: spec.source.table,
+    key: spec.source.key,
+    time: spec.source.time,
+    dependencies: spec.dependencies,
+    target: { table: spec.target.table, ignoreColumns: [...SYSTEM_COLUMNS] },
+  });
+  problems.push(...probe.problems);
+  if (probe.columns.length > 0) {
+    const out = new Set(probe.columns.map((c) => c.name));
+    for (const c of SYSTEM_COLUMNS) {
+      if (out.has(c)) problems.push({ path: 'transform.sql', message: `the output column ${c} is reserved for genfill` });
+    }
+    spec.reconcile.conserved.forEach((c, i) => {
+      if (!out.has(c)) problems.push({ path: `reconcile.conserved.${i}`, message: `conserved column ${c} is not in the transform's output` });
+    });
+    spec.reconcile.expectedDiff.forEach((c, i) => {
+      if (!out.has(c)) problems.push({ path: `reconcile.expectedDiff.${i}`, message: `expectedDiff column ${c} is not in the transform's output` });
+    });
+  }
+  return problems;
+}

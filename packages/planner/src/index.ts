@@ -1,0 +1,3 @@
+export * from './admission.ts';
+export * from './submit.ts';
+export * from './plan.ts';

@@ -1,0 +1,131 @@
+// `genfill plan`: release → deterministic manifest. DRAFT → SNAPSHOT_PINNED pins dependency
+// hashes, stores every partition and a coverage proof re-derived from the stored rows, and
+// records the candidate generation with its transform map. Safe to run again at any time and
+// twice at once: the second run waits on the release's lock and finds the manifest there.
+import { computeGrid, coverageProof, RefusedError, type CoverageProof } from '@genfill/contracts';
+import {
+  casTransition,
+  contentHash,
+  dependencyPins,
+  findDataset,
+  findGeneration,
+  findManifest,
+  getRelease,
+  insertDependencyPin,
+  insertManifest,
+  insertPartitions,
+  overlayTransformMap,
+  rangeUnion,
+  storedGrid,
+  upsertCandidateGeneration,
+  withTransaction,
+  type Conn,
+  type Db,
+  type ReleaseRow,
+  type TransformRange,
+} from '@genfill/registry';
+
+export interface PlanResult {
+  release: string;
+  status: 'planned' | 'already-planned';
+  state: string;
+  partitions: number;
+  first: { id: string; lower: string; upper: string } | null;
+  last: { id: string; lower: string; upper: string } | null;
+  coverage: CoverageProof & { rangeUnion?: string[] };
+  dependencies: { relation: string; row_count: string; content_hash: string }[];
+}
+
+async function baseTransformMap(conn: Conn, release: ReleaseRow): Promise<TransformRange[]> {
+  const dataset = await findDataset(conn, release.dataset);
+  if (!dataset) throw new RefusedError(`dataset ${release.dataset} is not registered`);
+  if (release.expected_active === null) {
+    if (dataset.active_generation !== null) {
+      throw new RefusedError(
+        `dataset ${release.dataset} already has active generation ${dataset.active_generation}, but release ${release.id} declares expectedActive: null; submit a release that names it`,
+      );
+    }
+    return [];
+  }
+  const base = await findGeneration(conn, release.dataset, release.expected_active);
+  if (!base) {
+    throw new RefusedError(
+      `dataset ${release.dataset} has no generation ${release.expected_active} (the release's expectedActive): adopt the existing table first with \`genfill dataset adopt\``,
+    );
+  }
+  if (dataset.active_generation !== release.expected_active) {
+    throw new RefusedError(
+      `dataset ${release.dataset}'s active generation is ${dataset.active_generation ?? 'none'}, not ${release.expected_active} as release ${release.id} expects`,
+    );
+  }
+  return base.transform_map;
+}
+
+async function summary(conn: Conn, release: ReleaseRow, status: PlanResult['status']): Promise<PlanResult> {
+  const manifest = await findManifest(conn, release.id);
+  if (!manifest) throw new Error(`release ${release.id} is ${release.state} but has no manifest`);
+  const grid = await storedGrid(conn, release.id);
+  const pick = (p: (typeof grid)[number] | undefined) => (p ? { id: p.id, lower: p.lower, upper: p.upper } : null);
+  return {
+    release: release.id,
+    status,
+    state: release.state,
+    partitions: manifest.partition_count,
+    first: pick(grid[0]),
+    last: pick(grid.at(-1)),
+    coverage: manifest.coverage_proof,
+    dependencies: await dependencyPins(conn, release.id),
+  };
+}
+
+export async function planRelease(db: Db, id: string): Promise<PlanResult> {
+  return withTransaction(db, async (conn) => {
+    await conn.query(`SELECT pg_advisory_xact_lock(hashtextextended('genfill:plan:' || $1, 0))`, [id]);
+    const release = await getRelease(conn, id, { lock: 'FOR UPDATE' });
+    if (release.state === 'CANCELLED') throw new RefusedError(`release ${id} is CANCELLED: submit a new release`);
+    if (release.state !== 'DRAFT') return summary(conn, release, 'already-planned');
+
+    const base = await baseTransformMap(conn, release);
+    const spec = release.spec;
+    const gridSpec = { from: spec.range.from, to: spec.range.to, timezone: spec.timezone, every: spec.partition.every };
+    const grid = computeGrid(gridSpec);
+    const planned = coverageProof(gridSpec, grid);
+
+    for (const relation of spec.dependencies) {
+      const h = await contentHash(conn, relation);
+      await insertDependencyPin(conn, { release: id, relation, rowCount: h.rowCount, contentHash: h.contentHash });
+    }
+    await insertManifest(conn, { release: id, count: grid.length, boundariesSha256: planned.boundariesSha256, proof: planned });
+    await insertPartitions(conn, id, grid);
+
+    // Re-derive the proof from what was stored, and have the database union the ranges.
+    const stored = coverageProof(gridSpec, await storedGrid(conn, id));
+    const union = await rangeUnion(conn, id);
+    const proof = { ...stored, rangeUnion: union };
+    if (!stored.contiguous || !stored.exactEnds || stored.gaps + stored.overlaps > 0 || stored.boundariesSha256 !== planned.boundariesSha256 || union.length !== 1) {
+      throw new Error(`coverage proof failed for ${id}: ${JSON.stringify(proof)}`);
+    }
+    await conn.query('UPDATE genfill.manifests SET coverage_proof = $2 WHERE release = $1', [id, JSON.stringify(proof)]);
+
+    // Several releases may fill one candidate generation with disjoint ranges: each overlays
+    // its range onto the map the candidate already has.
+    const candidate = await findGeneration(conn, release.dataset, release.generation);
+    if (candidate && candidate.state !== 'CANDIDATE') {
+      throw new RefusedError(`generation ${release.generation} of ${release.dataset} is ${candidate.state}; a release builds a new candidate generation`);
+    }
+    await upsertCandidateGeneration(conn, {
+      dataset: release.dataset,
+      generation: release.generation,
+      release: id,
+      transformMap: overlayTransformMap(candidate?.transform_map ?? base, { from: spec.range.from, to: spec.range.to, transform: release.transform_digest, release: id }),
+    });
+    await casTransition(conn, {
+      release: id,
+      from: 'DRAFT',
+      to: 'SNAPSHOT_PINNED',
+      action: 'plan',
+      detail: { partitions: grid.length, boundariesSha256: planned.boundariesSha256 },
+    });
+    return summary(conn, { ...release, state: 'SNAPSHOT_PINNED' }, 'planned');
+  });
+}

@@ -1,0 +1,244 @@
+-- 0002_row_hash: the one SQL definition of a row's 64-bit hash (SPEC "Storage layout" -> "Row hash").
+--
+-- Receipts, roots and reconciliation (invariant 10) all compute
+--
+--     genfill.row_hash(ARRAY[genfill.canon(col1), genfill.canon(col2), ...])
+--
+-- with the columns in the dataset's column order. They share this definition and compute it
+-- separately; nothing else may hash a row. Add-only: changing any function below needs a NEW
+-- migration and NEW golden vectors (packages/registry/test/row_hash.test.ts). Never edit this file.
+--
+-- Properties every function here keeps (the test file proves each one):
+--
+--  * Independent of session settings: TimeZone, DateStyle, IntervalStyle, extra_float_digits,
+--    bytea_output. That is why no body uses a STABLE output function (timestamptz_out,
+--    date_out, interval_out, to_char, array_out ...): those are exactly the settings-dependent ones.
+--
+--  * IMMUTABLE *and* inlined by the planner. PostgreSQL inlines a LANGUAGE sql function only if
+--    its body is a single expression, it has no SET clause, an IMMUTABLE function's body contains
+--    no STABLE/VOLATILE function, and a STRICT function's body is provably strict (no CASE, no
+--    ARRAY[...], no non-strict function). Hence:
+--      - bodies are built from IMMUTABLE primitives only (date_part on timestamp/interval, time_out,
+--        numeric_out, json_object ...). In particular to_char() and the text[] -> text cast
+--        (array_out) are STABLE and would silently disable inlining of an IMMUTABLE function;
+--      - functions whose body needs CASE (or a non-strict function) are declared CALLED ON NULL
+--        INPUT instead of STRICT, and their bodies return NULL for a NULL input by construction.
+--        Every function here maps NULL to NULL either way.
+--    A non-inlined SQL function costs an executor start per call, several times the cost of the
+--    hash itself on a multi-million-row scan.
+--
+--  * Injective on values: two values of one type get the same canonical text only if PostgreSQL
+--    considers them equal (numeric 1.0 = 1, float8 -0 = 0), never otherwise.
+
+-------------------------------------------------------------------------------------------------
+-- canon(x): canonical text of one value.
+-------------------------------------------------------------------------------------------------
+
+-- Generic fallback: the type's output function. Canonical and settings-independent for every
+-- type whose output function is IMMUTABLE (bool, uuid, jsonb, varchar, char(n), inet, timetz, ...).
+-- For types whose output function is STABLE (enums, money, arrays, composites) the result is
+-- still correct for enums but the call is not inlined, and money/arrays of timestamptz etc. DO
+-- depend on settings: give such a type its own overload (new migration) before using it in a
+-- dataset. jsonb's text is canonical for keys and whitespace but keeps numeric scale:
+-- '{"a":1.0}' and '{"a":1}' canon differently although jsonb '=' calls them equal.
+-- (A quoted body, because a polymorphic function cannot have a SQL-standard RETURN body; every
+-- other function here uses RETURN, so its body is parsed and bound once, at CREATE time, and
+-- cannot be redirected by a caller's search_path.)
+CREATE FUNCTION genfill.canon(anyelement) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+  AS $$ SELECT $1::text $$;
+
+-- text (and, by implicit cast, varchar): itself. Also makes genfill.canon('literal') resolve.
+CREATE FUNCTION genfill.canon(text) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+  RETURN $1;
+
+-- Integers need their own overloads: without them PostgreSQL's overload resolution picks
+-- canon(double precision) for smallint/integer/bigint (float8 is the preferred type of the numeric
+-- category), and bigints above 2^53 would lose precision.
+CREATE FUNCTION genfill.canon(smallint) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+  RETURN $1::text;
+
+CREATE FUNCTION genfill.canon(integer) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+  RETURN $1::text;
+
+CREATE FUNCTION genfill.canon(bigint) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+  RETURN $1::text;
+
+-- numeric: value semantics. trim_scale drops trailing fractional zeros, so 1, 1.0 and 1.00 all
+-- give '1' and 1.50 gives '1.5'; numeric has no negative zero ('-0', '-0.00' give '0');
+-- 'NaN', 'Infinity', '-Infinity' as PostgreSQL spells them.
+CREATE FUNCTION genfill.canon(numeric) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+  RETURN trim_scale($1)::text;
+
+-- double precision. $1::text depends on extra_float_digits, and PostgreSQL 15 offers no
+-- settings-independent shortest round-trip output. What it does offer, settings-independent and
+-- IMMUTABLE: float8 -> numeric, which keeps 15 significant digits (DBL_DIG, correctly rounded,
+-- NOT exact: 0.1::float8 + 0.2 becomes 0.3), and float8send, the exact bits. So:
+--   * if the 15-digit decimal reads back as exactly the same float8, it is the canonical text,
+--     with trailing zeros trimmed; it is then also the shortest round-trip decimal (any shorter
+--     round-trip decimal would be what %.15g rounds to). This covers every value that entered as a
+--     decimal of <= 15 digits, 'NaN', 'Infinity', '-Infinity', and -0 (gives '0': -0 = 0);
+--   * otherwise (values needing 16 or 17 digits, e.g. 0.1::float8 + 0.2) the exact IEEE-754 bits:
+--     'float8:' || 16 hex digits, e.g. 'float8:3fd3333333333334'.
+-- Injective: a decimal text reads back to exactly one float8, and the hex branch holds only
+-- finite non-zero values, whose bit patterns are unique.
+CREATE FUNCTION genfill.canon(double precision) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+  RETURN CASE
+    WHEN $1::numeric::double precision = $1 THEN trim_scale($1::numeric)::text
+    ELSE 'float8:' || encode(float8send($1), 'hex')
+  END;
+
+-- real: the same rule at float4 precision (float4 -> numeric keeps FLT_DIG = 6 digits), so
+-- 0.1::real gives '0.1'; otherwise 'float4:' || 8 hex digits of the exact bits.
+CREATE FUNCTION genfill.canon(real) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+  RETURN CASE
+    WHEN $1::numeric::real = $1 THEN trim_scale($1::numeric)::text
+    ELSE 'float4:' || encode(float4send($1), 'hex')
+  END;
+
+-- date: 'YYYY-MM-DD' whatever DateStyle says; 'infinity' / '-infinity'. Years 1..9999 have four
+-- digits; later years print all their digits ('12345-01-01'); BC years print PostgreSQL's year
+-- number with a minus sign (44 BC -> '-44-03-15'; PostgreSQL has no year 0, so 1 BC is '-1').
+-- date_part on a timestamp is IMMUTABLE (date_out and to_char are not).
+CREATE FUNCTION genfill.canon(date) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+  RETURN CASE
+    WHEN isfinite($1) THEN
+      CASE WHEN date_part('year', $1::timestamp) BETWEEN 1 AND 9999
+           THEN lpad(date_part('year', $1::timestamp)::integer::text, 4, '0')
+           ELSE date_part('year', $1::timestamp)::integer::text
+      END
+      || '-' || lpad(date_part('month', $1::timestamp)::integer::text, 2, '0')
+      || '-' || lpad(date_part('day', $1::timestamp)::integer::text, 2, '0')
+    WHEN $1 = 'infinity'::date THEN 'infinity'
+    WHEN $1 = '-infinity'::date THEN '-infinity'
+  END;
+
+-- time: 'HH24:MI:SS.US', always six fractional digits ('24:00:00.000000' is a valid time).
+-- time_out is IMMUTABLE and always prints two-digit HH:MM:SS first; the fraction comes from
+-- date_part('microseconds') = seconds * 1e6 + microseconds, exact in a float8.
+CREATE FUNCTION genfill.canon(time) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+  RETURN left($1::text, 8) || '.'
+      || lpad((date_part('microseconds', $1)::integer % 1000000)::text, 6, '0');
+
+-- timestamp without time zone: '<canon of its date>T<canon of its time>', e.g.
+-- '2025-07-01T00:00:00.000000'; 'infinity' / '-infinity'.
+CREATE FUNCTION genfill.canon(timestamp) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+  RETURN CASE
+    WHEN isfinite($1) THEN genfill.canon($1::date) || 'T' || genfill.canon($1::time)
+    WHEN $1 = 'infinity'::timestamp THEN 'infinity'
+    WHEN $1 = '-infinity'::timestamp THEN '-infinity'
+  END;
+
+-- timestamptz: the instant in UTC with microseconds and a Z, e.g. '2025-07-01T00:00:00.000000Z',
+-- identical under any TimeZone/DateStyle; 'infinity' / '-infinity'.
+-- Immutability, deliberately: timestamptz AT TIME ZONE 'UTC' (timezone(text, timestamptz)) is
+-- IMMUTABLE, because the zone is a constant here, not the session's TimeZone; the rest is
+-- canon(timestamp), built from IMMUTABLE primitives only. The obvious
+-- to_char(... , 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') would give the same text (the pattern has no
+-- locale-dependent parts) but to_char is declared STABLE, and an IMMUTABLE SQL function whose
+-- body calls a STABLE one is never inlined, so it is not used.
+CREATE FUNCTION genfill.canon(timestamptz) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+  RETURN CASE
+    WHEN isfinite($1) THEN genfill.canon($1 AT TIME ZONE 'UTC') || 'Z'
+    WHEN $1 = 'infinity'::timestamptz THEN 'infinity'
+    WHEN $1 = '-infinity'::timestamptz THEN '-infinity'
+  END;
+
+-- interval: its three stored fields, '<months> mon <days> day <microseconds> us', e.g.
+-- '1 mon 2 day 3000000 us' for '1 mon 2 days 3 seconds'. '1 day' ('0 mon 1 day 0 us') and
+-- '24 hours' ('0 mon 0 day 86400000000 us') differ, as they do in storage (interval '=' calls
+-- them equal, but they add differently to timestamps across DST); independent of IntervalStyle.
+-- date_part on an interval is IMMUTABLE; year/month, hour/minute/microseconds are truncated
+-- components of the stored months and microseconds, with the sign of the field, and are exact
+-- in a float8, so the sums below rebuild the stored fields exactly.
+CREATE FUNCTION genfill.canon(interval) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+  RETURN (date_part('year', $1)::bigint * 12 + date_part('month', $1)::bigint)::text
+      || ' mon ' || date_part('day', $1)::bigint::text
+      || ' day ' || (date_part('hour', $1)::bigint * 3600000000
+                     + date_part('minute', $1)::bigint * 60000000
+                     + date_part('microseconds', $1)::bigint)::text
+      || ' us';
+
+-- bytea: '\x' and lower-case hex, whatever bytea_output says.
+CREATE FUNCTION genfill.canon(bytea) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+  RETURN '\x' || encode($1, 'hex');
+
+-- json: the text of the equivalent jsonb (keys sorted and de-duplicated, last wins; whitespace
+-- normalised), so equal documents written differently canon identically. Numeric scale is kept,
+-- as for jsonb.
+CREATE FUNCTION genfill.canon(json) RETURNS text
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+  RETURN $1::jsonb::text;
+
+-------------------------------------------------------------------------------------------------
+-- row_hash(cols): the 64-bit hash of a row, given the canonical texts of its columns in order.
+-------------------------------------------------------------------------------------------------
+-- hashtextextended(<an injective text encoding of cols>, 0). The obvious encoding is cols::text
+-- (array_out quotes "" and "NULL" and writes a real NULL as bare NULL, so it is injective for 1-D
+-- text[]), but array_out is declared STABLE, which would keep this IMMUTABLE function from ever
+-- being inlined. json_object(keys, values), which is IMMUTABLE, gives an equally injective
+-- encoding: every element becomes a JSON string literal ("" for '', "NULL" for 'NULL', with
+-- quotes, backslashes and control characters escaped) and a real NULL becomes the bare token null,
+-- in array order, e.g. ARRAY['a', NULL, ''] -> {"k" : "a", "k" : null, "k" : ""}. The keys are a
+-- constant 'k' per element (json keeps duplicate keys and their order); string_to_array(s, NULL)
+-- splits s into characters, so it yields exactly cardinality(cols) keys, none for an empty array.
+-- So NULL, '' and 'NULL' hash differently, ARRAY['a,b'] differs from ARRAY['a','b'], and
+-- ARRAY['a',NULL] from ARRAY[NULL,'a']; multi-dimensional arrays are an error.
+-- Not linear in its elements (unlike hash_array_extended), so sums of row hashes over a partition
+-- do not cancel when values are swapped between rows.
+-- CALLED ON NULL INPUT only because string_to_array is not strict (a STRICT function with a
+-- non-strict body is never inlined); a NULL cols gives NULL all the same.
+CREATE FUNCTION genfill.row_hash(cols text[]) RETURNS bigint
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
+  RETURN hashtextextended(
+    json_object(string_to_array(repeat('k', cardinality(cols)), NULL), cols)::text,
+    0);
+
+-------------------------------------------------------------------------------------------------
+-- Comments: the shared definition.
+-------------------------------------------------------------------------------------------------
+COMMENT ON FUNCTION genfill.canon(anyelement) IS
+  'Canonical text of a value (generic fallback: the type''s output function). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.canon(text) IS
+  'Canonical text of a text value (itself). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.canon(smallint) IS
+  'Canonical text of a smallint (decimal). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.canon(integer) IS
+  'Canonical text of an integer (decimal). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.canon(bigint) IS
+  'Canonical text of a bigint (decimal). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.canon(numeric) IS
+  'Canonical text of a numeric, by value (trim_scale: 1.0 = 1). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.canon(double precision) IS
+  'Canonical text of a float8: the <=15-digit decimal if it reads back exactly, else float8:<hex bits>; independent of extra_float_digits. Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.canon(real) IS
+  'Canonical text of a float4: the <=6-digit decimal if it reads back exactly, else float4:<hex bits>; independent of extra_float_digits. Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.canon(date) IS
+  'Canonical text of a date (YYYY-MM-DD, independent of DateStyle). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.canon(time) IS
+  'Canonical text of a time (HH24:MI:SS.US). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.canon(timestamp) IS
+  'Canonical text of a timestamp (YYYY-MM-DDTHH24:MI:SS.US, independent of DateStyle). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.canon(timestamptz) IS
+  'Canonical text of a timestamptz (UTC, YYYY-MM-DDTHH24:MI:SS.USZ, independent of TimeZone and DateStyle). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.canon(interval) IS
+  'Canonical text of an interval (<months> mon <days> day <microseconds> us, independent of IntervalStyle). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.canon(bytea) IS
+  'Canonical text of a bytea (\x and hex, independent of bytea_output). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.canon(json) IS
+  'Canonical text of a json value (its jsonb text). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+COMMENT ON FUNCTION genfill.row_hash(text[]) IS
+  'The 64-bit hash of a row: hashtextextended of an injective encoding of ARRAY[genfill.canon(col), ...] in the dataset''s column order. The one definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';

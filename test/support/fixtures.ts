@@ -1,0 +1,64 @@
+// Release files and the example schema for tests: each test writes its own variant to a
+// temporary directory, starting from the SPEC's example.
+import { mkdtempSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse, stringify } from 'yaml';
+import type pg from 'pg';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export const EXAMPLE_RELEASE = join(ROOT, 'examples/order-tax-fix.yaml');
+export const EXAMPLE_TRANSFORM = readFileSync(join(ROOT, 'examples/transforms/order-tax-fix.sql'), 'utf8');
+export const EXAMPLE_SCHEMA = readFileSync(join(ROOT, 'examples/schema.sql'), 'utf8');
+
+/** The SPEC example as a plain object (instants stay strings). */
+export function exampleRelease(): Record<string, any> {
+  return parse(readFileSync(EXAMPLE_RELEASE, 'utf8'));
+}
+
+/** The example as a first generation (nothing to adopt yet). */
+export function firstGenerationRelease(): Record<string, any> {
+  const r = exampleRelease();
+  r.release = 'orders-g1@1';
+  r.target.generation = 'g1';
+  r.target.expectedActive = null;
+  return r;
+}
+
+export function workspace(): string {
+  return mkdtempSync(join(tmpdir(), 'genfill-test-'));
+}
+
+/** Write a release (object or raw text) and its transform; returns the release file path. */
+export function writeRelease(
+  dir: string,
+  release: Record<string, any> | string,
+  opts: { name?: string; transform?: string | null } = {},
+): string {
+  const file = join(dir, opts.name ?? 'release.yaml');
+  writeFileSync(file, typeof release === 'string' ? release : stringify(release));
+  const transformPath = typeof release === 'string' ? 'transforms/order-tax-fix.sql' : release.transform?.sql;
+  if (opts.transform !== null && typeof transformPath === 'string') {
+    const t = join(dir, transformPath);
+    mkdirSync(dirname(t), { recursive: true });
+    writeFileSync(t, opts.transform ?? EXAMPLE_TRANSFORM);
+  }
+  return file;
+}
+
+export async function createExampleSchema(pool: pg.Pool): Promise<void> {
+  await pool.query(EXAMPLE_SCHEMA);
+  await pool.query(`INSERT INTO public.tax_rates (region, rate) VALUES ('north', 0.19), ('south', 0.07), ('east', 0.2) ON CONFLICT DO NOTHING`);
+}
+
+/** Row counts of every registry table a bad input must leave untouched. */
+export async function registryCounts(pool: pg.Pool): Promise<Record<string, number>> {
+  const tables = ['releases', 'datasets', 'generations', 'transforms', 'release_log', 'manifests', 'partitions', 'dependency_pins', 'receipts', 'approvals'];
+  const out: Record<string, number> = {};
+  for (const t of tables) {
+    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM genfill.${t}`);
+    out[t] = rows[0].n;
+  }
+  return out;
+}

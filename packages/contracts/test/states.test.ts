@@ -4,7 +4,14 @@ import { canTransition, OPEN_STATES, RELEASE_STATES, TRANSITIONS, type ReleaseSt
 function reachable(from: ReleaseState): Set<ReleaseState> {
   const seen = new Set<ReleaseState>([from]);
   const todo = [from];
-  while (todo.length) for (const n of TRANSITIONS[todo.pop()!]) if (!seen.has(n)) (seen.add(n), todo.push(n));
+  while (todo.length) {
+    for (const n of TRANSITIONS[todo.pop()!]) {
+      if (!seen.has(n)) {
+        seen.add(n);
+        todo.push(n);
+      }
+    }
+  }
   return seen;
 }
 

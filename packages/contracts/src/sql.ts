@@ -1,7 +1,9 @@
-// Identifiers are quoted with these helpers; values always travel as parameters.
+// Identifiers are quoted with these helpers; values always travel as parameters. Names
+// cannot, so every name is quoted (never trusted to be a plain identifier).
 
 export function quoteIdent(name: string): string {
-  if (name.length === 0) throw new Error('empty SQL identifier');
+  if (name.length === 0) throw new Error('an SQL identifier must not be empty');
+  if (name.includes('\0')) throw new Error(`SQL identifier ${JSON.stringify(name)} contains a NUL byte`);
   return `"${name.replace(/"/g, '""')}"`;
 }
 

@@ -15,20 +15,24 @@
 --    date_out, interval_out, to_char, array_out ...): those are exactly the settings-dependent ones.
 --
 --  * IMMUTABLE *and* inlined by the planner. PostgreSQL inlines a LANGUAGE sql function only if
---    its body is a single expression, it has no SET clause, an IMMUTABLE function's body contains
---    no STABLE/VOLATILE function, and a STRICT function's body is provably strict (no CASE, no
---    ARRAY[...], no non-strict function). Hence:
+--    its body is a single expression without sub-selects, it has no SET clause, an IMMUTABLE
+--    function's body contains no STABLE/VOLATILE function, a STRICT function's body is provably
+--    strict (no CASE, no ARRAY[...], no non-strict function), and a parameter used more than once
+--    gets a cheap argument. Hence:
 --      - bodies are built from IMMUTABLE primitives only (date_part on timestamp/interval, time_out,
---        numeric_out, json_object ...). In particular to_char() and the text[] -> text cast
---        (array_out) are STABLE and would silently disable inlining of an IMMUTABLE function;
---      - functions whose body needs CASE (or a non-strict function) are declared CALLED ON NULL
---        INPUT instead of STRICT, and their bodies return NULL for a NULL input by construction.
---        Every function here maps NULL to NULL either way.
---    A non-inlined SQL function costs an executor start per call, several times the cost of the
+--        numeric_out, hash_array_extended ...). In particular to_char() and the text[] -> text
+--        cast (array_out) are declared STABLE and would silently disable inlining;
+--      - functions whose body needs CASE are declared CALLED ON NULL INPUT instead of STRICT,
+--        and their bodies return NULL for a NULL input by construction. Every function here maps
+--        NULL to NULL either way;
+--      - row_hash uses its parameter once (its argument, the ARRAY of canons, is never cheap).
+--    A non-inlined SQL function costs an executor call per row, several times the cost of the
 --    hash itself on a multi-million-row scan.
 --
---  * Injective on values: two values of one type get the same canonical text only if PostgreSQL
---    considers them equal (numeric 1.0 = 1, float8 -0 = 0), never otherwise.
+--  * Value semantics: two values of one type get the same canonical text only if PostgreSQL
+--    considers them equal (numeric 1.0 = 1, float8 -0 = 0). Not conversely: a few types keep
+--    a distinction their '=' ignores, because it is stored and observable (interval '1 day' vs
+--    '24 hours', jsonb 1.0 vs 1).
 
 -------------------------------------------------------------------------------------------------
 -- canon(x): canonical text of one value.
@@ -104,30 +108,32 @@ CREATE FUNCTION genfill.canon(real) RETURNS text
   END;
 
 -- date: 'YYYY-MM-DD' whatever DateStyle says; 'infinity' / '-infinity'. Years 1..9999 have four
--- digits; later years print all their digits ('12345-01-01'); BC years print PostgreSQL's year
--- number with a minus sign (44 BC -> '-44-03-15'; PostgreSQL has no year 0, so 1 BC is '-1').
--- date_part on a timestamp is IMMUTABLE (date_out and to_char are not).
+-- digits (the common case, tested first with two cheap comparisons); later years print all their
+-- digits ('12345-01-02'); BC years print PostgreSQL's year number with a minus sign (44 BC ->
+-- '-44-03-15'; PostgreSQL has no year 0, so 1 BC is '-1-...'). date_out and to_char are STABLE;
+-- date_part on a timestamp and extract on a date are IMMUTABLE. (The date -> timestamp cast is
+-- only used inside years 1..9999: dates after 294276 AD have no timestamp.)
 CREATE FUNCTION genfill.canon(date) RETURNS text
   LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
   RETURN CASE
-    WHEN isfinite($1) THEN
-      CASE WHEN date_part('year', $1::timestamp) BETWEEN 1 AND 9999
-           THEN lpad(date_part('year', $1::timestamp)::integer::text, 4, '0')
-           ELSE date_part('year', $1::timestamp)::integer::text
-      END
+    WHEN $1 >= '0001-01-01'::date AND $1 < '10000-01-01'::date THEN
+      lpad(date_part('year', $1::timestamp)::integer::text, 4, '0')
       || '-' || lpad(date_part('month', $1::timestamp)::integer::text, 2, '0')
       || '-' || lpad(date_part('day', $1::timestamp)::integer::text, 2, '0')
+    WHEN isfinite($1) THEN
+      extract(year FROM $1)::text
+      || '-' || lpad(extract(month FROM $1)::text, 2, '0')
+      || '-' || lpad(extract(day FROM $1)::text, 2, '0')
     WHEN $1 = 'infinity'::date THEN 'infinity'
     WHEN $1 = '-infinity'::date THEN '-infinity'
   END;
 
 -- time: 'HH24:MI:SS.US', always six fractional digits ('24:00:00.000000' is a valid time).
--- time_out is IMMUTABLE and always prints two-digit HH:MM:SS first; the fraction comes from
--- date_part('microseconds') = seconds * 1e6 + microseconds, exact in a float8.
+-- time_out is IMMUTABLE and prints 'HH:MM:SS' plus the fraction with trailing zeros dropped;
+-- overlaying that on a template restores the zeros ('12:34:56.5' -> '12:34:56.500000').
 CREATE FUNCTION genfill.canon(time) RETURNS text
   LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
-  RETURN left($1::text, 8) || '.'
-      || lpad((date_part('microseconds', $1)::integer % 1000000)::text, 6, '0');
+  RETURN overlay('00:00:00.000000' PLACING $1::text FROM 1);
 
 -- timestamp without time zone: '<canon of its date>T<canon of its time>', e.g.
 -- '2025-07-01T00:00:00.000000'; 'infinity' / '-infinity'.
@@ -141,16 +147,18 @@ CREATE FUNCTION genfill.canon(timestamp) RETURNS text
 
 -- timestamptz: the instant in UTC with microseconds and a Z, e.g. '2025-07-01T00:00:00.000000Z',
 -- identical under any TimeZone/DateStyle; 'infinity' / '-infinity'.
--- Immutability, deliberately: timestamptz AT TIME ZONE 'UTC' (timezone(text, timestamptz)) is
--- IMMUTABLE, because the zone is a constant here, not the session's TimeZone; the rest is
--- canon(timestamp), built from IMMUTABLE primitives only. The obvious
--- to_char(... , 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') would give the same text (the pattern has no
--- locale-dependent parts) but to_char is declared STABLE, and an IMMUTABLE SQL function whose
--- body calls a STABLE one is never inlined, so it is not used.
+-- Why IMMUTABLE is true here, deliberately: timestamptz AT TIME ZONE INTERVAL '0' (the UTC wall
+-- clock; timezone(interval, timestamptz)) is IMMUTABLE because the zone is a constant, not the
+-- session's TimeZone, and it needs no zone-name lookup, so not even timezone_abbreviations can
+-- touch it; the rest is canon(timestamp), built from IMMUTABLE primitives only. The obvious
+-- to_char(x AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') gives the same text (that pattern
+-- has no locale-dependent part) and would be just as immutable in fact, but to_char is declared
+-- STABLE, and an IMMUTABLE SQL function whose body calls a STABLE one is never inlined (measured:
+-- about 4x slower per value), so it is not used.
 CREATE FUNCTION genfill.canon(timestamptz) RETURNS text
   LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
   RETURN CASE
-    WHEN isfinite($1) THEN genfill.canon($1 AT TIME ZONE 'UTC') || 'Z'
+    WHEN isfinite($1) THEN genfill.canon($1 AT TIME ZONE INTERVAL '0') || 'Z'
     WHEN $1 = 'infinity'::timestamptz THEN 'infinity'
     WHEN $1 = '-infinity'::timestamptz THEN '-infinity'
   END;
@@ -186,26 +194,36 @@ CREATE FUNCTION genfill.canon(json) RETURNS text
 -------------------------------------------------------------------------------------------------
 -- row_hash(cols): the 64-bit hash of a row, given the canonical texts of its columns in order.
 -------------------------------------------------------------------------------------------------
--- hashtextextended(<an injective text encoding of cols>, 0). The obvious encoding is cols::text
--- (array_out quotes "" and "NULL" and writes a real NULL as bare NULL, so it is injective for 1-D
--- text[]), but array_out is declared STABLE, which would keep this IMMUTABLE function from ever
--- being inlined. json_object(keys, values), which is IMMUTABLE, gives an equally injective
--- encoding: every element becomes a JSON string literal ("" for '', "NULL" for 'NULL', with
--- quotes, backslashes and control characters escaped) and a real NULL becomes the bare token null,
--- in array order, e.g. ARRAY['a', NULL, ''] -> {"k" : "a", "k" : null, "k" : ""}. The keys are a
--- constant 'k' per element (json keeps duplicate keys and their order); string_to_array(s, NULL)
--- splits s into characters, so it yields exactly cardinality(cols) keys, none for an empty array.
+-- hashtextextended(hash_array_extended(cols COLLATE "C", 0)::text, 0), i.e.
+--   1. every element is hashed to 64 bits with hashtextextended(elem, 0); a NULL element
+--      contributes 0 (hash_array_extended's rule);
+--   2. the element hashes are folded in array order, r := 31 * r + h, starting from r = 1, mod 2^64.
+--      31 is odd, so each step is invertible: two arrays of one length that differ in one element
+--      always get different r unless those two elements' 64-bit hashes collide (or the element's
+--      hash is 0, for NULL vs a value); otherwise collisions are a 2^-64 chance. The length counts
+--      too (the leading 1 is multiplied by 31 once per element);
+--   3. r is hashed again (hashtextextended of its decimal text), so the result is not linear in
+--      the element hashes: sums of row hashes over a partition (invariant 10) do not cancel when
+--      values are swapped between rows, as they would with r itself.
 -- So NULL, '' and 'NULL' hash differently, ARRAY['a,b'] differs from ARRAY['a','b'], and
--- ARRAY['a',NULL] from ARRAY[NULL,'a']; multi-dimensional arrays are an error.
--- Not linear in its elements (unlike hash_array_extended), so sums of row hashes over a partition
--- do not cancel when values are swapped between rows.
--- CALLED ON NULL INPUT only because string_to_array is not strict (a STRICT function with a
--- non-strict body is never inlined); a NULL cols gives NULL all the same.
+-- ARRAY['a',NULL] from ARRAY[NULL,'a'] (the golden vectors pin each case).
+--
+-- Why not hashtextextended(cols::text, 0), which is injective before hashing (array_out quotes ""
+-- and "NULL" and writes a real NULL as bare NULL)?
+--   * array_out is declared STABLE, so an IMMUTABLE function with that body is never inlined
+--     (measured: twice the cost of the whole hashed scan);
+--   * the only IMMUTABLE injective encoding PostgreSQL 15 offers, json_object(keys, cols), needs
+--     cols twice (for the keys), and the planner does not inline a function whose parameter is
+--     used twice when the argument is expensive, as ARRAY[genfill.canon(..), ...] always is.
+-- hash_array_extended takes cols once, is IMMUTABLE and STRICT, and is stable across major
+-- versions for the same reason hashtextextended is (hash partitioning stores its results).
+--
+-- COLLATE "C": without it, a column with a nondeterministic collation (say case-insensitive ICU)
+-- passes that collation through canon(text) into the hash, which then hashes the collation's sort
+-- key and 'A' and 'a' would hash the same. The same would happen to cols::text.
 CREATE FUNCTION genfill.row_hash(cols text[]) RETURNS bigint
-  LANGUAGE sql IMMUTABLE PARALLEL SAFE CALLED ON NULL INPUT
-  RETURN hashtextextended(
-    json_object(string_to_array(repeat('k', cardinality(cols)), NULL), cols)::text,
-    0);
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+  RETURN hashtextextended(hash_array_extended(cols COLLATE "C", 0)::text, 0);
 
 -------------------------------------------------------------------------------------------------
 -- Comments: the shared definition.
@@ -241,4 +259,4 @@ COMMENT ON FUNCTION genfill.canon(bytea) IS
 COMMENT ON FUNCTION genfill.canon(json) IS
   'Canonical text of a json value (its jsonb text). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
 COMMENT ON FUNCTION genfill.row_hash(text[]) IS
-  'The 64-bit hash of a row: hashtextextended of an injective encoding of ARRAY[genfill.canon(col), ...] in the dataset''s column order. The one definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+  'The 64-bit hash of a row, given ARRAY[genfill.canon(col), ...] in the dataset''s column order. The one definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';

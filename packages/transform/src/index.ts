@@ -5,4 +5,3 @@ export type { StaticCheckResult } from './static.ts';
 export { probeTransform } from './probe.ts';
 export type { OutputColumn, ProbeOptions, ProbeResult } from './probe.ts';
 export { wrapTransform, stripTrailingSemicolons } from './wrap.ts';
-export { quoteIdent, quoteQualified } from './ident.ts';

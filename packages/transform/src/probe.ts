@@ -8,7 +8,7 @@ import type { Problem } from '@genfill/contracts';
 import { parse } from 'libpg-query';
 import pg from 'pg';
 import type { ClientBase } from 'pg';
-import { quoteIdent } from './ident.ts';
+import { quoteIdent } from '@genfill/contracts';
 import { describeCharIndex } from './position.ts';
 import { TRANSFORM_PATH, parseSingleSelect } from './static.ts';
 import { stripTrailingSemicolons, wrapPrefix, wrapTransform } from './wrap.ts';

@@ -1,7 +1,6 @@
 // The one place that turns a user's transform into the query genfill runs: the partition's
 // rows are bound to a CTE named `source`, and the transform is nested as a subquery, whose
 // own WITH clauses still see the outer `source` (CTE names are visible in nested queries).
-export { quoteIdent, quoteQualified } from './ident.ts';
 
 /** Text before the transform in the wrapped query; exported so error positions map back. */
 export function wrapPrefix(sourceSql: string): string {

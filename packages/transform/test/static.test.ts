@@ -1,9 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from '@genfill/contracts';
 import {
   checkTransformStatic,
-  quoteIdent,
-  quoteQualified,
   stripTrailingSemicolons,
   wrapTransform,
 } from '../src/index.ts';
@@ -231,19 +228,5 @@ describe('wrapTransform', () => {
     expect(stripTrailingSemicolons('SELECT 1;;  /* c */ ;\n')).toBe('SELECT 1');
     expect(stripTrailingSemicolons("SELECT ';'")).toBe("SELECT ';'");
     expect(stripTrailingSemicolons(';')).toBe('');
-  });
-});
-
-describe('quoteIdent and quoteQualified', () => {
-  it('quote each part and double embedded quotes', () => {
-    expect(quoteIdent('orders')).toBe('"orders"');
-    expect(quoteIdent('we"ird')).toBe('"we""ird"');
-    expect(quoteQualified('public.orders')).toBe('"public"."orders"');
-  });
-
-  it('refuse empty names and empty parts with InvalidInputError', () => {
-    expect(() => quoteIdent('')).toThrow(InvalidInputError);
-    expect(() => quoteQualified('public.')).toThrow(InvalidInputError);
-    expect(() => quoteQualified('.orders')).toThrow(/empty part/);
   });
 });

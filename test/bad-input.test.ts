@@ -58,7 +58,7 @@ const cases: Case[] = [
   },
   {
     name: 'output columns that do not fit the target',
-    write: variant(() => undefined, 'SELECT s.order_id, s.created_at, s.region, s.amount_cents, 1.5::numeric AS tax_cents, 1 AS extra FROM source AS s'),
+    write: variant((r) => (r.target.table = 'public.orders_enriched'), 'SELECT s.order_id, s.created_at, s.region, s.amount_cents, 1.5::numeric AS tax_cents, 1 AS extra FROM source AS s'),
     expect: /transform\.sql: .*extra/,
   },
   {

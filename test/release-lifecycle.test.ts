@@ -76,12 +76,11 @@ describe('release submit', () => {
     const r = firstGenerationRelease();
     r.release = 'orders-other-target@1';
     r.target.generation = 'g9';
-    r.target.table = 'public.orders_enriched_copy';
-    await db.pool.query('CREATE TABLE public.orders_enriched_copy (LIKE public.orders_enriched)');
+    r.target.table = 'public.orders_enriched';
     const before = await registryCounts(db.pool);
     const res = await cli('release', 'submit', writeRelease(workspace(), r));
     expect(res.code).toBe(3);
-    expect(res.stderr).toMatch(/dataset orders_enriched is registered with other settings: target.table is public.orders_enriched/);
+    expect(res.stderr).toMatch(/dataset orders_new is registered with other settings: target.table is public.orders_new/);
     expect(await registryCounts(db.pool)).toEqual(before);
   });
 });
@@ -103,7 +102,7 @@ describe('plan', () => {
     expect(plan.dependencies).toEqual([{ relation: 'public.tax_rates', row_count: '3', content_hash: expect.stringMatching(/^\d+$/) }]);
     const stored = await db.pool.query(`SELECT partition_count, coverage_proof->>'boundariesSha256' AS sha FROM genfill.manifests WHERE release = 'orders-g1@1'`);
     expect(stored.rows).toEqual([{ partition_count: 365, sha: plan.coverage.boundariesSha256 }]);
-    const gen = await db.pool.query(`SELECT state, transform_map FROM genfill.generations WHERE dataset = 'orders_enriched' AND generation = 'g1'`);
+    const gen = await db.pool.query(`SELECT state, transform_map FROM genfill.generations WHERE dataset = 'orders_new' AND generation = 'g1'`);
     expect(gen.rows[0].state).toBe('CANDIDATE');
     expect(gen.rows[0].transform_map).toEqual([{ from: '2025-07-01T00:00:00Z', to: '2026-07-01T00:00:00Z', transform: expect.stringMatching(/^sha256:/), release: 'orders-g1@1' }]);
   });
@@ -133,6 +132,36 @@ describe('plan', () => {
     expect(gen.rows[0].transform_map.map((r: { release: string }) => r.release)).toEqual(['orders-g1@1', 'orders-g1-next@1']);
   });
 
+  it('creates the candidate as a partition of a new parent and the user-facing name as a view showing no candidate rows', async () => {
+    const parts = await db.pool.query(
+      `SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) AS bound FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        WHERE i.inhparent = 'genfill_data.orders_new'::regclass`,
+    );
+    expect(parts.rows).toEqual([{ relname: 'orders_new__g1', bound: "FOR VALUES IN ('g1')" }]);
+    const cols = await db.pool.query(
+      `SELECT attname FROM pg_attribute WHERE attrelid = 'genfill_data.orders_new'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+    );
+    expect(cols.rows.map((r) => r.attname)).toEqual(['generation', 'order_id', 'created_at', 'region', 'amount_cents', 'tax_cents', '_gf_rev', '_gf_deleted']);
+    await db.pool.query(`INSERT INTO genfill_data.orders_new__g1 (generation, order_id, created_at, region, amount_cents, tax_cents) VALUES ('g1', 1, now(), 'north', 100, 19)`);
+    const seen = await db.pool.query('SELECT count(*)::int AS n FROM public.orders_new');
+    expect(seen.rows[0].n).toBe(0);
+    await db.pool.query(`DELETE FROM genfill_data.orders_new__g1`);
+  });
+
+  it('refuses a first generation whose target name is a table it does not manage, pointing at adopt', async () => {
+    const r = firstGenerationRelease();
+    r.release = 'orders-plain@1';
+    r.dataset = 'orders_plain';
+    r.target.table = 'public.legacy_enriched';
+    await db.pool.query('CREATE TABLE public.legacy_enriched (LIKE public.orders_enriched)');
+    expect((await cli('release', 'submit', writeRelease(workspace(), r))).code).toBe(0);
+    const res = await cli('plan', 'orders-plain@1');
+    expect(res.code).toBe(3);
+    expect(res.stderr).toMatch(/public.legacy_enriched exists and is not a genfill view: adopt it/);
+    const parent = await db.pool.query(`SELECT to_regclass('genfill_data.orders_plain') AS p`);
+    expect(parent.rows[0].p).toBeNull();
+  });
+
   it('refuses a release whose expected active generation was never adopted, naming it (exit 3)', async () => {
     const dir = workspace();
     const r = exampleRelease();
@@ -144,6 +173,15 @@ describe('plan', () => {
     expect(res.stderr).toMatch(/has no generation tax-fix-g2 .*genfill dataset adopt/);
     const st = await db.pool.query(`SELECT state FROM genfill.releases WHERE id = 'orders-needs-adopt@1'`);
     expect(st.rows[0].state).toBe('DRAFT');
+  });
+
+  it('refuses a new dataset whose target name another dataset already owns', async () => {
+    const r = firstGenerationRelease();
+    r.release = 'orders-same-target@1';
+    r.dataset = 'orders_twin';
+    const res = await cli('release', 'submit', writeRelease(workspace(), r));
+    expect(res.code).toBe(3);
+    expect(res.stderr).toMatch(/public.orders_new is already the target of dataset orders_new/);
   });
 
   it('refuses an unknown release with exit 3', async () => {

@@ -17,10 +17,12 @@ export function exampleRelease(): Record<string, any> {
   return parse(readFileSync(EXAMPLE_RELEASE, 'utf8'));
 }
 
-/** The example as a first generation (nothing to adopt yet). */
+/** The example as a first generation of a new dataset whose view does not exist yet. */
 export function firstGenerationRelease(): Record<string, any> {
   const r = exampleRelease();
   r.release = 'orders-g1@1';
+  r.dataset = 'orders_new';
+  r.target.table = 'public.orders_new';
   r.target.generation = 'g1';
   r.target.expectedActive = null;
   return r;
@@ -49,6 +51,8 @@ export function writeRelease(
 
 export async function createExampleSchema(pool: pg.Pool): Promise<void> {
   await pool.query(EXAMPLE_SCHEMA);
+  // A first generation's view is created by genfill_owner in the target's schema.
+  await pool.query('GRANT CREATE ON SCHEMA public TO genfill_owner').catch(() => undefined);
   await pool.query(`INSERT INTO public.tax_rates (region, rate) VALUES ('north', 0.19), ('south', 0.07), ('east', 0.2) ON CONFLICT DO NOTHING`);
 }
 

@@ -2,20 +2,18 @@
 // key and time columns, the dependencies, and a probe of the transform. Reads only; every
 // problem is returned with its path so the operator sees them all at once.
 import type { LoadedRelease, Problem } from '@genfill/contracts';
-import type { Conn } from '@genfill/registry';
+import { SYSTEM_COLUMNS, type Conn } from '@genfill/registry';
 import { probeTransform } from '@genfill/transform';
 
-/** Columns genfill adds to a dataset's target; a transform never produces them. */
-export const SYSTEM_COLUMNS = ['generation', '_gf_rev', '_gf_deleted'] as const;
 const TIME_TYPES = ['timestamp with time zone', 'timestamp without time zone', 'date'];
 
-interface Column {
+export interface Column {
   name: string;
   type: string;
   not_null: boolean;
 }
 
-async function tableColumns(conn: Conn, relation: string): Promise<{ oid: number; kind: string; columns: Column[] } | null> {
+export async function tableColumns(conn: Conn, relation: string): Promise<{ oid: number; kind: string; columns: Column[] } | null> {
   const { rows } = await conn.query<{ oid: number; relkind: string }>(
     `SELECT c.oid::int AS oid, c.relkind::text AS relkind FROM pg_class c WHERE c.oid = to_regclass($1)`,
     [relation],
@@ -45,43 +43,52 @@ async function hasUniqueIndexOn(conn: Conn, oid: number, key: string[]): Promise
   return rows[0]!.ok;
 }
 
-export async function checkAgainstDatabase(conn: Conn, loaded: LoadedRelease): Promise<Problem[]> {
-  const { spec } = loaded;
+/** The source table: exists, is a table, NOT NULL key with a unique index, NOT NULL time column. */
+export async function checkSourceTable(
+  conn: Conn,
+  s: { table: string; key: string[]; time: string },
+  path = { table: 'source.table', key: 'source.key', time: 'source.time' },
+): Promise<{ problems: Problem[]; columns: Column[] }> {
   const problems: Problem[] = [];
-  const source = await tableColumns(conn, spec.source.table);
+  const source = await tableColumns(conn, s.table);
   if (!source) {
-    problems.push({ path: 'source.table', message: `${spec.source.table} does not exist in this database (v1 needs the source, target and registry in one database)` });
-    return problems;
+    problems.push({ path: path.table, message: `${s.table} does not exist in this database (v1 needs the source, target and registry in one database)` });
+    return { problems, columns: [] };
   }
   if (!['r', 'p'].includes(source.kind)) {
-    problems.push({ path: 'source.table', message: `${spec.source.table} is not a table (capture needs triggers on a table)` });
+    problems.push({ path: path.table, message: `${s.table} is not a table (capture needs triggers on a table)` });
   }
   const byName = new Map(source.columns.map((c) => [c.name, c]));
-  spec.source.key.forEach((k, i) => {
+  s.key.forEach((k, i) => {
     const col = byName.get(k);
-    if (!col) problems.push({ path: `source.key.${i}`, message: `${spec.source.table} has no column ${k}` });
-    else if (!col.not_null) problems.push({ path: `source.key.${i}`, message: `key column ${k} of ${spec.source.table} is NULL-able: a key must be NOT NULL` });
+    if (!col) problems.push({ path: `${path.key}.${i}`, message: `${s.table} has no column ${k}` });
+    else if (!col.not_null) problems.push({ path: `${path.key}.${i}`, message: `key column ${k} of ${s.table} is NULL-able: a key must be NOT NULL` });
   });
-  const time = byName.get(spec.source.time);
+  const time = byName.get(s.time);
   if (!time) {
-    problems.push({ path: 'source.time', message: `${spec.source.table} has no column ${spec.source.time}` });
+    problems.push({ path: path.time, message: `${s.table} has no column ${s.time}` });
   } else {
     if (!TIME_TYPES.includes(time.type)) {
-      problems.push({ path: 'source.time', message: `${spec.source.time} is ${time.type}; the time column must be timestamptz, timestamp or date` });
+      problems.push({ path: path.time, message: `${s.time} is ${time.type}; the time column must be timestamptz, timestamp or date` });
     }
     if (!time.not_null) {
       problems.push({
-        path: 'source.time',
-        message: `${spec.source.time} of ${spec.source.table} is NULL-able: a row without a time lands in no partition; make the column NOT NULL`,
+        path: path.time,
+        message: `${s.time} of ${s.table} is NULL-able: a row without a time lands in no partition; make the column NOT NULL`,
       });
     }
   }
-  if (spec.source.key.every((k) => byName.has(k)) && !(await hasUniqueIndexOn(conn, source.oid, spec.source.key))) {
-    problems.push({
-      path: 'source.key',
-      message: `${spec.source.table} has no unique index on exactly (${spec.source.key.join(', ')}): the business key must be unique`,
-    });
+  if (s.key.every((k) => byName.has(k)) && !(await hasUniqueIndexOn(conn, source.oid, s.key))) {
+    problems.push({ path: path.key, message: `${s.table} has no unique index on exactly (${s.key.join(', ')}): the business key must be unique` });
   }
+  return { problems, columns: source.columns };
+}
+
+export async function checkAgainstDatabase(conn: Conn, loaded: LoadedRelease): Promise<Problem[]> {
+  const { spec } = loaded;
+  const { problems, columns } = await checkSourceTable(conn, spec.source);
+  if (columns.length === 0) return problems;
+  const byName = new Map(columns.map((c) => [c.name, c]));
   spec.reconcile.conserved.forEach((c, i) => {
     if (!byName.has(c)) problems.push({ path: `reconcile.conserved.${i}`, message: `conserved column ${c} is not a column of the source ${spec.source.table}` });
   });

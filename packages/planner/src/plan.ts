@@ -2,9 +2,15 @@
 // hashes, stores every partition and a coverage proof re-derived from the stored rows, and
 // records the candidate generation with its transform map. Safe to run again at any time and
 // twice at once: the second run waits on the release's lock and finds the manifest there.
-import { computeGrid, coverageProof, RefusedError, type CoverageProof } from '@genfill/contracts';
+import { computeGrid, coverageProof, quoteQualified, RefusedError, type CoverageProof } from '@genfill/contracts';
+import { wrapTransform } from '@genfill/transform';
 import {
+  addGeneration,
   casTransition,
+  createParent,
+  createTargetView,
+  getTransformSql,
+  parentExists,
   contentHash,
   dependencyPins,
   findDataset,
@@ -78,6 +84,34 @@ async function summary(conn: Conn, release: ReleaseRow, status: PlanResult['stat
   };
 }
 
+/**
+ * The candidate's table: for a first generation the parent is shaped from the transform's
+ * output (a temporary view of it) and the user's name becomes the view of the pointer row.
+ */
+async function createLayout(conn: Conn, release: ReleaseRow): Promise<void> {
+  const spec = release.spec;
+  if (!(await parentExists(conn, release.dataset))) {
+    const sql = await getTransformSql(conn, release.transform_digest);
+    await conn.query(`CREATE TEMP VIEW genfill_plan_template AS ${wrapTransform(sql, `SELECT * FROM ${quoteQualified(spec.source.table)}`)}`);
+    await createParent(conn, release.dataset, 'pg_temp.genfill_plan_template', spec.source.key);
+    await conn.query('DROP VIEW pg_temp.genfill_plan_template');
+  }
+  await addGeneration(conn, release.dataset, release.generation);
+  if (release.expected_active === null) {
+    try {
+      await createTargetView(conn, release.dataset);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code === '42P07') throw new RefusedError(`${(err as Error).message} (target.table of ${release.id})`);
+      if (code === '42501') {
+        const schema = spec.target.table.split('.')[0];
+        throw new RefusedError(`genfill_owner may not create the view ${spec.target.table}: GRANT CREATE ON SCHEMA ${schema} TO genfill_owner, then plan again`);
+      }
+      throw err;
+    }
+  }
+}
+
 export async function planRelease(db: Db, id: string): Promise<PlanResult> {
   return withTransaction(db, async (conn) => {
     await conn.query(`SELECT pg_advisory_xact_lock(hashtextextended('genfill:plan:' || $1, 0))`, [id]);
@@ -119,6 +153,7 @@ export async function planRelease(db: Db, id: string): Promise<PlanResult> {
       release: id,
       transformMap: overlayTransformMap(candidate?.transform_map ?? base, { from: spec.range.from, to: spec.range.to, transform: release.transform_digest, release: id }),
     });
+    await createLayout(conn, release);
     await casTransition(conn, {
       release: id,
       from: 'DRAFT',

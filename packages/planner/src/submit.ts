@@ -84,6 +84,10 @@ export async function submitRelease(file: string, db: Db): Promise<SubmitResult>
           throw new RefusedError(`dataset ${spec.dataset} is registered with other settings: ${mismatches.join('; ')}`);
         }
       } else {
+        const owner = await conn.query<{ name: string }>('SELECT name FROM genfill.datasets WHERE target_table = $1', [spec.target.table]);
+        if (owner.rows[0]) {
+          throw new RefusedError(`${spec.target.table} is already the target of dataset ${owner.rows[0].name}; a release of it must name dataset ${owner.rows[0].name}`);
+        }
         await insertDataset(conn, {
           name: spec.dataset,
           targetTable: spec.target.table,

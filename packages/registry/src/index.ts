@@ -5,3 +5,4 @@ export * from './datasets.ts';
 export * from './manifest.ts';
 export * from './hashing.ts';
 export * from './status.ts';
+export * from './layout.ts';

@@ -85,7 +85,11 @@ export async function migrate(db: Db): Promise<MigrateResult> {
     const done: string[] = [];
     for (const m of known.slice(applied.length)) {
       await conn.query('INSERT INTO genfill.migrations (version, name, sha256) VALUES ($1, $2, $3)', [m.version, m.name, m.sha256]);
-      await conn.query(m.sql);
+      try {
+        await conn.query(m.sql);
+      } catch (err) {
+        throw new Error(`migration ${m.name} failed, nothing was applied: ${(err as Error).message}`, { cause: err });
+      }
       done.push(m.name);
     }
     return { applied: done, version: known.length };

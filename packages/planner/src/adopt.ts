@@ -1,0 +1,256 @@
+// `genfill dataset adopt`: an existing table (what the user's old pipeline built) becomes the
+// first active generation, without copying, losing or changing a row, and without breaking
+// readers of its name. Three short steps, each safe to resume:
+//   1. move:   one transaction renames the table into genfill_data as the generation's
+//              table and puts a plain view with the same columns under the old name;
+//   2. shape:  add the system columns (metadata only), validate the generation CHECK and
+//              build the (generation, key) unique index CONCURRENTLY — readers go on;
+//   3. attach: one transaction creates the parent, ATTACHes the table (no scan: the CHECK
+//              proves the bound) and repoints the view at the active generation.
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { InvalidInputError, quoteIdent, quoteQualified, RefusedError, sha256, type Problem } from '@genfill/contracts';
+import {
+  addGeneration,
+  createParent,
+  DATA_SCHEMA,
+  findDataset,
+  generationTable,
+  insertDataset,
+  insertTransform,
+  logDatasetAction,
+  qualifiedGenerationTable,
+  SYSTEM_COLUMNS,
+  targetViewSql,
+  withTransaction,
+  type Conn,
+  type Db,
+} from '@genfill/registry';
+import { checkTransformStatic, probeTransform } from '@genfill/transform';
+import { checkSourceTable, tableColumns } from './admission.ts';
+
+const ident = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a plain SQL identifier');
+const qualified = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$/, 'must be schema-qualified, e.g. public.orders_enriched');
+export const adoptOptionsSchema = z.strictObject({
+  dataset: ident,
+  source: qualified,
+  key: z.array(ident).min(1),
+  time: ident,
+  table: qualified,
+  generation: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,39}$/, 'must be 1–40 characters of lower-case letters, digits, _ and -'),
+  transformFile: z.string().min(1),
+});
+export type AdoptOptions = z.infer<typeof adoptOptionsSchema>;
+
+export interface AdoptResult {
+  status: 'adopted' | 'already-adopted';
+  dataset: string;
+  generation: string;
+  rows: number;
+}
+
+const SAMPLE = 20;
+
+async function relkind(conn: Conn, name: string): Promise<string | null> {
+  const { rows } = await conn.query<{ k: string }>('SELECT relkind::text AS k FROM pg_class WHERE oid = to_regclass($1)', [name]);
+  return rows[0]?.k ?? null;
+}
+
+/** Everything that would make adopt lose, change or hide rows, or break the table's users. */
+async function preflight(conn: Conn, o: AdoptOptions, transformSql: string): Promise<void> {
+  const problems: Problem[] = [];
+  const src = await checkSourceTable(conn, { table: o.source, key: o.key, time: o.time }, { table: '--source', key: '--key', time: '--time' });
+  problems.push(...src.problems);
+  const table = await tableColumns(conn, o.table);
+  if (!table) throw new InvalidInputError([{ path: '--table', message: `${o.table} does not exist` }]);
+  if (table.kind !== 'r') problems.push({ path: '--table', message: `${o.table} is not a plain table (relkind ${table.kind})` });
+  const names = new Set(table.columns.map((c) => c.name));
+  for (const c of [...o.key, o.time]) if (!names.has(c)) problems.push({ path: '--table', message: `${o.table} has no column ${c}` });
+  for (const c of SYSTEM_COLUMNS) if (names.has(c)) problems.push({ path: '--table', message: `${o.table} has a column ${c}, which genfill reserves` });
+  if (generationTable(o.dataset, o.generation).length > 63) {
+    problems.push({ path: '--generation', message: `${generationTable(o.dataset, o.generation)} is longer than PostgreSQL's 63 bytes: shorten the dataset or generation` });
+  }
+  problems.push(...(await checkTransformStatic(transformSql)).problems);
+  if (problems.length > 0) throw new InvalidInputError(problems);
+
+  const probe = await probeTransform(conn, { sql: transformSql, sourceTable: o.source, key: o.key, time: o.time, dependencies: [], target: { table: o.table } });
+  // A legacy transform may read reference tables the old pipeline used; adopt records them
+  // as they are, so only undeclared-table findings are tolerated here.
+  const blocking = probe.problems.filter((p) => !/not declared in dependencies/.test(p.message));
+  if (blocking.length > 0) throw new InvalidInputError(blocking);
+
+  const { rows: deps } = await conn.query<{ what: string; name: string }>(
+    `SELECT 'view' AS what, v.oid::regclass::text AS name
+       FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class
+      WHERE d.refobjid = $1::regclass AND d.classid = 'pg_rewrite'::regclass AND v.oid <> $1::regclass
+     UNION SELECT 'foreign key', conname || ' on ' || conrelid::regclass::text FROM pg_constraint WHERE confrelid = $1::regclass
+     UNION SELECT 'trigger', tgname FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal
+     UNION SELECT 'inheritance', inhrelid::regclass::text FROM pg_inherits WHERE inhparent = $1::regclass OR inhrelid = $1::regclass
+     ORDER BY 1, 2`,
+    [o.table],
+  );
+  if (deps.length > 0) {
+    throw new RefusedError(
+      `${o.table} cannot become a generation while these depend on it: ${deps.map((d) => `${d.what} ${d.name}`).join(', ')}; ` +
+        'drop them (recreate views over the adopted name afterwards) and run adopt again',
+    );
+  }
+  const keyList = o.key.map(quoteIdent).join(', ');
+  const dupes = await conn.query<{ key: string; n: string }>(
+    `SELECT row(${keyList})::text AS key, count(*) AS n FROM ${quoteQualified(o.table)}
+      GROUP BY ${keyList} HAVING count(*) > 1 ORDER BY ${keyList} LIMIT ${SAMPLE}`,
+  );
+  const nulls = await conn.query<{ key: string }>(
+    `SELECT row(${keyList})::text AS key FROM ${quoteQualified(o.table)}
+      WHERE ${quoteIdent(o.time)} IS NULL OR ${o.key.map((k) => `${quoteIdent(k)} IS NULL`).join(' OR ')}
+      ORDER BY ${keyList} LIMIT ${SAMPLE}`,
+  );
+  const refusals: string[] = [];
+  if (dupes.rows.length > 0) {
+    refusals.push(`key (${o.key.join(', ')}) is not unique in ${o.table}: ${dupes.rows.map((d) => `${d.key} ×${d.n}`).join(', ')}${dupes.rows.length === SAMPLE ? ', …' : ''}`);
+  }
+  if (nulls.rows.length > 0) {
+    refusals.push(`rows of ${o.table} with a NULL ${o.time} or key: ${nulls.rows.map((r) => r.key).join(', ')}${nulls.rows.length === SAMPLE ? ', …' : ''}`);
+  }
+  if (refusals.length > 0) throw new RefusedError(`adopt refused, nothing was changed: ${refusals.join('; ')}`);
+}
+
+/** Step 1: the table moves under genfill_data; a same-shaped plain view takes its name. */
+async function move(db: Db, o: AdoptOptions, transformSql: string, transformDigest: string): Promise<void> {
+  const gtable = generationTable(o.dataset, o.generation);
+  const [schema, name] = o.table.split('.') as [string, string];
+  await withTransaction(db, async (conn) => {
+    await conn.query(`SET LOCAL lock_timeout = '5s'`);
+    const { rows: cols } = await conn.query<{ attname: string }>(
+      'SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum',
+      [o.table],
+    );
+    const { rows: readers } = await conn.query<{ grantee: string }>(
+      `SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END AS grantee
+         FROM pg_class c, aclexplode(c.relacl) a LEFT JOIN pg_roles r ON r.oid = a.grantee
+        WHERE c.oid = $1::regclass AND a.privilege_type = 'SELECT'`,
+      [o.table],
+    );
+    await conn.query(`ALTER TABLE ${quoteQualified(o.table)} RENAME TO ${quoteIdent(gtable)}`);
+    await conn.query(`ALTER TABLE ${quoteIdent(schema)}.${quoteIdent(gtable)} SET SCHEMA ${quoteIdent(DATA_SCHEMA)}`);
+    const moved = qualifiedGenerationTable(o.dataset, o.generation);
+    await conn.query(`CREATE VIEW ${quoteIdent(schema)}.${quoteIdent(name)} AS SELECT ${cols.map((c) => quoteIdent(c.attname)).join(', ')} FROM ${moved}`);
+    for (const r of readers) await conn.query(`GRANT SELECT ON ${quoteQualified(o.table)} TO ${r.grantee}`);
+    await conn.query(`ALTER TABLE ${moved} OWNER TO genfill_owner`);
+    await conn.query(`REVOKE ALL ON ${moved} FROM PUBLIC`);
+    await insertDataset(conn, { name: o.dataset, targetTable: o.table, sourceTable: o.source, key: o.key, time: o.time });
+    await insertTransform(conn, transformDigest, transformSql);
+    await logDatasetAction(conn, { dataset: o.dataset, action: 'adopt-move', generation: o.generation, detail: { table: o.table, transform: transformDigest } });
+  });
+}
+
+/** Step 2: system columns and the partition bound, without blocking readers. */
+async function shape(db: Db, o: AdoptOptions): Promise<void> {
+  const t = qualifiedGenerationTable(o.dataset, o.generation);
+  // The name genfill.add_generation looks for, so attach does not add a second CHECK.
+  const check = quoteIdent(`gf_generation_${createHash('md5').update(o.generation).digest('hex')}`);
+  const index = quoteIdent(`${generationTable(o.dataset, o.generation).slice(0, 50)}_gf_key`);
+  const lit = (v: string) => `'${v.replace(/'/g, "''")}'`;
+  // Constant defaults make ADD COLUMN a catalog change, not a rewrite.
+  await db.query(
+    `ALTER TABLE ${t} ADD COLUMN IF NOT EXISTS generation text NOT NULL DEFAULT ${lit(o.generation)},
+       ADD COLUMN IF NOT EXISTS _gf_rev bigint NOT NULL DEFAULT 0,
+       ADD COLUMN IF NOT EXISTS _gf_deleted boolean NOT NULL DEFAULT false`,
+  );
+  const { rows: has } = await db.query<{ convalidated: boolean }>(
+    `SELECT convalidated FROM pg_constraint WHERE conrelid = $1::regclass AND conname = $2`,
+    [t, check.slice(1, -1)],
+  );
+  if (has.length === 0) await db.query(`ALTER TABLE ${t} ADD CONSTRAINT ${check} CHECK (generation = ${lit(o.generation)}) NOT VALID`);
+  await db.query(`ALTER TABLE ${t} VALIDATE CONSTRAINT ${check}`);
+  // An interrupted CONCURRENTLY build leaves an invalid index: drop it and build again.
+  const { rows: idx } = await db.query<{ valid: boolean }>(
+    `SELECT i.indisvalid AS valid FROM pg_index i WHERE i.indexrelid = to_regclass($1)`,
+    [`${DATA_SCHEMA}.${index}`],
+  );
+  if (idx[0] && !idx[0].valid) await db.query(`DROP INDEX CONCURRENTLY ${quoteIdent(DATA_SCHEMA)}.${index}`);
+  await db.query(`CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS ${index} ON ${t} (generation, ${o.key.map(quoteIdent).join(', ')})`);
+}
+
+async function isAttached(conn: Conn, table: string): Promise<boolean> {
+  const { rowCount } = await conn.query('SELECT 1 FROM pg_inherits WHERE inhrelid = $1::regclass', [table]);
+  return rowCount === 1;
+}
+
+/** Step 3: the parent, the attach, the view on the pointer row, the registry rows. */
+async function attach(db: Db, o: AdoptOptions, transformDigest: string): Promise<number> {
+  return withTransaction(db, async (conn) => {
+    await conn.query(`SET LOCAL lock_timeout = '5s'`);
+    // Readers lock the view before the table behind it; taking them in the same order keeps
+    // a reader from being chosen as a deadlock victim.
+    await conn.query(`LOCK TABLE ${quoteQualified(o.table)} IN ACCESS EXCLUSIVE MODE`);
+    const t = qualifiedGenerationTable(o.dataset, o.generation);
+    await createParent(conn, o.dataset, t, o.key);
+    // A partition cannot carry a second primary key: the parent's (generation, key) becomes
+    // it, backed by the unique index of step 2, so the table's own key constraint goes.
+    const { rows: pk } = await conn.query<{ conname: string }>(
+      `SELECT conname FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'p'`,
+      [t],
+    );
+    if (pk[0] && !(await isAttached(conn, t))) await conn.query(`ALTER TABLE ${t} DROP CONSTRAINT ${quoteIdent(pk[0].conname)}`);
+    await conn.query(
+      `INSERT INTO genfill.generations (dataset, generation, state, transform_map) VALUES ($1, $2, 'ACTIVE', $3)`,
+      [o.dataset, o.generation, JSON.stringify([{ from: null, to: null, transform: transformDigest, release: null }])],
+    );
+    await addGeneration(conn, o.dataset, o.generation);
+    await conn.query(`ALTER TABLE ${t} ALTER COLUMN generation DROP DEFAULT`);
+    const res = await conn.query(`UPDATE genfill.datasets SET active_generation = $2 WHERE name = $1 AND active_generation IS NULL`, [o.dataset, o.generation]);
+    if (res.rowCount !== 1) throw new RefusedError(`dataset ${o.dataset} got an active generation while adopting; nothing was attached`);
+    // Same columns, same order as the plain view of step 1: CREATE OR REPLACE is allowed.
+    await conn.query(`CREATE OR REPLACE VIEW ${quoteQualified(o.table)} AS ${await targetViewSql(conn, o.dataset)}`);
+    const { rows } = await conn.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${t}`);
+    await logDatasetAction(conn, { dataset: o.dataset, action: 'adopt', generation: o.generation, detail: { rows: rows[0]!.n, transform: transformDigest } });
+    return rows[0]!.n;
+  });
+}
+
+export async function adoptDataset(db: Db, input: AdoptOptions): Promise<AdoptResult> {
+  const parsed = adoptOptionsSchema.safeParse(input);
+  if (!parsed.success) throw new InvalidInputError(parsed.error.issues.map((i) => ({ path: `--${String(i.path[0] ?? '')}`, message: i.message })));
+  const o = parsed.data;
+  let transformSql: string;
+  try {
+    transformSql = readFileSync(o.transformFile, 'utf8');
+  } catch (err) {
+    throw new InvalidInputError([{ path: '--transform', message: `cannot read ${o.transformFile}: ${(err as NodeJS.ErrnoException).code}` }]);
+  }
+  const transformDigest = sha256(transformSql);
+
+  // One adopt per dataset at a time, across all its steps.
+  const lock = await db.connect();
+  try {
+    await lock.query(`SELECT pg_advisory_lock(hashtextextended('genfill:adopt:' || $1, 0))`, [o.dataset]);
+    const dataset = await findDataset(lock, o.dataset);
+    if (dataset && (dataset.target_table !== o.table || dataset.source_table !== o.source)) {
+      throw new RefusedError(`dataset ${o.dataset} is registered with target ${dataset.target_table} and source ${dataset.source_table}`);
+    }
+    if (dataset?.active_generation) {
+      if (dataset.active_generation !== o.generation) {
+        throw new RefusedError(`dataset ${o.dataset} already has active generation ${dataset.active_generation}: adopt makes only a first generation`);
+      }
+      const { rows } = await lock.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${qualifiedGenerationTable(o.dataset, o.generation)}`);
+      return { status: 'already-adopted', dataset: o.dataset, generation: o.generation, rows: rows[0]!.n };
+    }
+    const kind = await relkind(lock, o.table);
+    const movedExists = (await relkind(lock, `${DATA_SCHEMA}.${quoteIdent(generationTable(o.dataset, o.generation))}`)) !== null;
+    if (!(dataset && kind === 'v' && movedExists)) {
+      if (dataset) throw new RefusedError(`dataset ${o.dataset} is registered but ${o.table} is not in the state an interrupted adopt leaves`);
+      await preflight(lock, o, transformSql);
+      await move(db, o, transformSql, transformDigest);
+    } else if ((await lock.query(`SELECT 1 FROM genfill.transforms WHERE digest = $1`, [transformDigest])).rowCount === 0) {
+      throw new RefusedError(`an interrupted adopt of ${o.dataset} used another transform file; resume it with the same file`);
+    }
+    await shape(db, o);
+    const rows = await attach(db, o, transformDigest);
+    return { status: 'adopted', dataset: o.dataset, generation: o.generation, rows };
+  } finally {
+    await lock.query(`SELECT pg_advisory_unlock(hashtextextended('genfill:adopt:' || $1, 0))`, [o.dataset]).catch(() => undefined);
+    lock.release();
+  }
+}

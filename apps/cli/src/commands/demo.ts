@@ -1,0 +1,125 @@
+// `genfill demo`: the whole story on a seeded dataset, so a newcomer sees the product work
+// before writing a release of their own. Every step is the same call an operator's verb
+// makes, and each is safe to repeat, so running the demo again only re-prints the story.
+import { mkdirSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { InvalidArgumentError, type Command } from 'commander';
+import { adoptDataset, planRelease, submitRelease, type PlanResult } from '@genfill/planner';
+import { migrate } from '@genfill/registry';
+import type { Context } from '../context.ts';
+import { writeAdoptTransform, writeDemoRelease } from '../demo/files.ts';
+import { seedDemo } from '../demo/seed.ts';
+import { json } from '../io.ts';
+import { describePlan } from './plan.ts';
+
+const RELEASE = 'order-tax-fix@3';
+const MIN_ROWS = 1000;
+
+function parseRows(value: string): number {
+  const n = Number(value.replaceAll('_', ''));
+  if (!/^\d[\d_]*$/.test(value) || !Number.isSafeInteger(n) || n < MIN_ROWS) {
+    throw new InvalidArgumentError(`expected a whole number of at least ${MIN_ROWS}`);
+  }
+  return n;
+}
+
+const secs = (ms: number) => Math.round(ms / 100) / 10;
+const count = (n: number) => n.toLocaleString('en-US');
+
+function coverageProved(plan: PlanResult): boolean {
+  const c = plan.coverage;
+  return c.contiguous && c.exactEnds && c.gaps === 0 && c.overlaps === 0;
+}
+
+export function register(program: Command, run: (fn: (ctx: Context) => Promise<void>) => Promise<void>): void {
+  program
+    .command('demo')
+    .description('the whole story on a seeded dataset, then a summary; safe to run again')
+    .option('--rows <n>', `orders to seed inside the release's year (at least ${MIN_ROWS})`, parseRows, 1_200_000)
+    .option('--dir <path>', 'where the demo writes its release and transform files', '.genfill/demo')
+    .option('--json', 'print one JSON object with every result instead of the story')
+    .action((opts: { rows: number; dir: string; json?: boolean }) =>
+      run(async (ctx) => {
+        // With --json stdout carries the one object and nothing else.
+        const say = (line: string) => (opts.json ? undefined : ctx.io.out(line));
+        const phases: Record<string, number> = {};
+        const started = performance.now();
+        const phase = async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
+          const t0 = performance.now();
+          const result = await fn();
+          phases[name] = secs(performance.now() - t0);
+          return result;
+        };
+        const took = (name: string) => `(${phases[name]}s)`;
+
+        const dir = resolve(opts.dir);
+        mkdirSync(dir, { recursive: true });
+        say(`genfill demo: release ${RELEASE} on a seeded orders dataset; files in ${dir}`);
+
+        const migrated = await phase('migrate', () => migrate(ctx.rawDb()));
+        say(`[1/5] migrate: registry schema at version ${migrated.version} ${took('migrate')}`);
+        const db = await ctx.db();
+
+        say(`[2/5] seed: ${count(opts.rows)} orders in the release's year, more outside it`);
+        const seeded = await phase('seed', () => seedDemo(db, { rows: opts.rows, log: (line) => say(`      ${line}`) }));
+        say(`      ${seeded.seeded ? 'seeded' : 'already seeded'}: public.orders holds ${count(seeded.orders)} orders ${took('seed')}`);
+
+        // The table the old pipeline built becomes generation tax-fix-g2, the release's expectedActive.
+        const adoptTransform = writeAdoptTransform(dir);
+        const adopted = await phase('adopt', () =>
+          adoptDataset(db, {
+            dataset: 'orders_enriched',
+            source: 'public.orders',
+            key: ['order_id'],
+            time: 'created_at',
+            table: 'public.orders_enriched',
+            generation: 'tax-fix-g2',
+            transformFile: adoptTransform,
+          }),
+        );
+        say(
+          `[3/5] adopt: ${adopted.status === 'adopted' ? 'adopted' : 'already adopted'} public.orders_enriched as ` +
+            `${adopted.dataset} generation ${adopted.generation} (${count(adopted.rows)} rows) ${took('adopt')}`,
+        );
+
+        const releaseFile = writeDemoRelease(dir);
+        const submitted = await phase('submit', () => submitRelease(releaseFile, db));
+        say(
+          `[4/5] submit: ${submitted.status} ${submitted.release} (${submitted.partitions} partitions, digest ${submitted.digest}) ${took('submit')}`,
+        );
+
+        const plan = await phase('plan', () => planRelease(db, RELEASE));
+        say(`[5/5] plan ${took('plan')}`);
+        say(describePlan(plan).replace(/^/gm, '      '));
+
+        const total = secs(performance.now() - started);
+        const proved = coverageProved(plan);
+        if (opts.json) {
+          return json(ctx.io, {
+            release: RELEASE,
+            dir,
+            releaseFile,
+            orders: { ...seeded, inRange: opts.rows },
+            adopt: adopted,
+            submit: submitted,
+            plan,
+            coverageProved: proved,
+            phases,
+            totalSeconds: total,
+          });
+        }
+        const phaseList = Object.entries(phases).map(([name, s]) => `${name} ${s}s`).join(', ');
+        say(
+          [
+            'summary',
+            `  orders      ${count(seeded.orders)} (${seeded.seeded ? `seeded in ${phases.seed}s` : 'seeded by an earlier run'})`,
+            `  adopted     ${adopted.generation}: ${count(adopted.rows)} rows of public.orders_enriched`,
+            `  release     ${plan.release} is ${plan.state}`,
+            `  partitions  ${plan.partitions}, coverage ${proved ? 'proved' : 'FAILED'}`,
+            `  time        ${phaseList}; total ${total}s`,
+          ].join('\n'),
+        );
+      }),
+    );
+}

@@ -1,0 +1,41 @@
+// `genfill demo` end to end on a small dataset: first run tells the story, a second is harmless.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { runCli } from './support/cli.ts';
+import { createTestDatabase, keepOnFailure } from './support/db.ts';
+
+const db = await createTestDatabase('demo_cli');
+const env = { DATABASE_URL: db.url };
+const dir = join(mkdtempSync(join(tmpdir(), 'genfill-demo-')), 'demo');
+beforeEach(() => keepOnFailure(db));
+
+describe('genfill demo', () => {
+  it('seeds, adopts the legacy table as tax-fix-g2, submits and plans the tax fix', async () => {
+    const res = await runCli(['demo', '--rows', '3000', '--dir', dir, '--json'], env);
+    expect(res.stderr).toBe('');
+    expect(res.code).toBe(0);
+    const out = JSON.parse(res.stdout);
+    expect(out.orders.seeded).toBe(true);
+    expect(out.adopt).toMatchObject({ status: 'adopted', generation: 'tax-fix-g2', rows: out.orders.orders });
+    expect(out.submit.status).toBe('submitted');
+    expect(out.plan).toMatchObject({ release: 'order-tax-fix@3', status: 'planned', state: 'SNAPSHOT_PINNED', partitions: 365 });
+    expect(out.coverageProved).toBe(true);
+    const view = await db.pool.query('SELECT count(*)::int AS n FROM public.orders_enriched');
+    expect(view.rows[0].n).toBe(out.orders.orders);
+  });
+
+  it('is harmless when run again', async () => {
+    const before = await db.pool.query(`SELECT (SELECT count(*) FROM genfill.release_log)::int AS log, (SELECT count(*) FROM genfill.partitions)::int AS parts`);
+    const res = await runCli(['demo', '--rows', '3000', '--dir', dir, '--json'], env);
+    expect(res.code).toBe(0);
+    const out = JSON.parse(res.stdout);
+    expect(out.orders.seeded).toBe(false);
+    expect(out.adopt.status).toBe('already-adopted');
+    expect(out.submit.status).toBe('unchanged');
+    expect(out.plan.status).toBe('already-planned');
+    const after = await db.pool.query(`SELECT (SELECT count(*) FROM genfill.release_log)::int AS log, (SELECT count(*) FROM genfill.partitions)::int AS parts`);
+    expect(after.rows[0]).toEqual(before.rows[0]);
+  });
+});

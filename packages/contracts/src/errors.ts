@@ -96,3 +96,30 @@ export class ConfigError extends InvalidInputError {}
 export function exitCodeOf(err: unknown): ExitCode {
   return err instanceof GenfillError ? err.exitCode : 1;
 }
+
+/** A worker's lease token (the partition's attempt) is no longer current: it wrote nothing. */
+export class StaleLeaseError extends RefusedError {
+  constructor(
+    readonly release: string,
+    readonly partition: string,
+    readonly attempt: number,
+  ) {
+    super(`partition ${partition} of ${release}: attempt ${attempt} was fenced by a newer claim or a finished build; nothing was written`);
+  }
+}
+
+export const FINAL_FAILURE_REASONS = ['JOIN_FANOUT', 'DEPENDENCY_CHANGED', 'TRANSFORM_ERROR'] as const;
+export type FinalFailureReason = (typeof FINAL_FAILURE_REASONS)[number];
+
+/** A partition cannot be built by retrying: it fails with a reason and evidence. */
+export class PartitionFailedError extends RefusedError {
+  constructor(
+    readonly release: string,
+    readonly partition: string,
+    readonly reason: FinalFailureReason | 'RETRIES_EXHAUSTED',
+    readonly evidence: Record<string, unknown>,
+    message: string,
+  ) {
+    super(`partition ${partition} of ${release} failed ${reason}: ${message}`);
+  }
+}

@@ -54,3 +54,14 @@ export async function logDatasetAction(
     e.detail === undefined ? null : JSON.stringify(e.detail),
   ]);
 }
+
+/** The dataset's data columns (everything but the system columns), in the parent's order. */
+export async function dataColumns(conn: Conn, dataset: string): Promise<{ name: string; type: string }[]> {
+  const { rows } = await conn.query<{ name: string; type: string }>(
+    `SELECT attname AS name, format_type(atttypid, atttypmod) AS type FROM pg_attribute
+      WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND NOT (attname = ANY($2::text[]))
+      ORDER BY attnum`,
+    [qualifiedParent(dataset), [...SYSTEM_COLUMNS]],
+  );
+  return rows;
+}

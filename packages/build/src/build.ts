@@ -1,0 +1,169 @@
+// One partition into the candidate generation, in one transaction with its receipt and its
+// status, committed only while the worker's attempt is still the partition's token. The
+// receipt that completes the manifest moves the release to BUILDING → BUILT in the same
+// transaction. A fenced or failed build writes nothing.
+import { PartitionFailedError, RefusedError, StaleLeaseError } from '@genfill/contracts';
+import { dataColumns, dependencyPins, getRelease, getTransformSql, withTransaction, type Conn, type Db } from '@genfill/registry';
+import { buildStatement, type DependencyColumns } from './statement.ts';
+
+export interface BuildResult {
+  receiptId: string;
+  rowsIn: number;
+  rowsOut: number;
+  inserted: number;
+  watermark: string;
+  releaseBuilt: boolean;
+  timings: Record<string, number>;
+}
+
+/** SQLSTATE classes a retry cannot fix: the transform itself is wrong for this data. */
+function isTransformError(code: string | undefined): boolean {
+  if (!code) return false;
+  // 22 data exception, 42 syntax or undefined object, 21 cardinality (a scalar subquery
+  // returned more than one row), 23 integrity (a NOT NULL of the target), XX000 internal.
+  return ['22', '42', '21', '23'].includes(code.slice(0, 2));
+}
+
+async function dependencyColumns(conn: Conn, relations: string[]): Promise<DependencyColumns[]> {
+  const out: DependencyColumns[] = [];
+  for (const relation of relations) {
+    const { rows } = await conn.query<{ attname: string }>(
+      `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+      [relation],
+    );
+    out.push({ relation, columns: rows.map((r) => r.attname) });
+  }
+  return out;
+}
+
+async function timeType(conn: Conn, table: string, column: string): Promise<string> {
+  const { rows } = await conn.query<{ t: string }>(
+    `SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2`,
+    [table, column],
+  );
+  if (!rows[0]) throw new Error(`${table} has no column ${column}`);
+  return rows[0].t;
+}
+
+export async function buildPartition(
+  db: Db,
+  q: { release: string; partition: string; attempt: number; claimMs?: number },
+): Promise<BuildResult> {
+  const started = performance.now();
+  const timings: Record<string, number> = { claim: q.claimMs ?? 0 };
+  const lap = (name: string, since: number) => (timings[name] = Math.round((performance.now() - since) * 10) / 10);
+
+  return withTransaction(db, async (conn) => {
+    let t = performance.now();
+    const release = await getRelease(conn, q.release);
+    const { rows: parts } = await conn.query<{ lower: Date; upper: Date; attempt: number; status: string }>(
+      'SELECT lower, upper, attempt, status FROM genfill.partitions WHERE release = $1 AND id = $2',
+      [q.release, q.partition],
+    );
+    const part = parts[0];
+    if (!part || part.attempt !== q.attempt || part.status !== 'RUNNING') throw new StaleLeaseError(q.release, q.partition, q.attempt);
+    const spec = release.spec;
+    const pins = await dependencyPins(conn, q.release);
+    const deps = await dependencyColumns(conn, pins.map((p) => p.relation));
+    const statement = buildStatement(
+      {
+        dataset: release.dataset,
+        generation: release.generation,
+        sourceTable: spec.source.table,
+        key: spec.source.key,
+        time: spec.source.time,
+        timeType: await timeType(conn, spec.source.table, spec.source.time),
+        timezone: release.timezone,
+        lower: part.lower,
+        upper: part.upper,
+        transformSql: await getTransformSql(conn, release.transform_digest),
+        columns: (await dataColumns(conn, release.dataset)).map((c) => c.name),
+        conserved: spec.reconcile.conserved,
+        dependencies: pins.map((p) => p.relation),
+      },
+      deps,
+    );
+    lap('prepare', t);
+
+    t = performance.now();
+    let r: Record<string, string | string[] | null>;
+    try {
+      r = (await conn.query(statement)).rows[0];
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (isTransformError(code)) {
+        throw new PartitionFailedError(q.release, q.partition, 'TRANSFORM_ERROR', { sqlstate: code, message: (err as Error).message }, (err as Error).message);
+      }
+      throw err;
+    }
+    lap('statement', t);
+
+    if (Number(r.fanout_keys) > 0) {
+      throw new PartitionFailedError(
+        q.release,
+        q.partition,
+        'JOIN_FANOUT',
+        { keys: Number(r.fanout_keys), sample: r.fanout_sample },
+        `the transform produced ${r.fanout_keys} key(s) more than once (e.g. ${(r.fanout_sample as string[]).slice(0, 5).join(', ')}); nothing was written`,
+      );
+    }
+    const changed = pins
+      .map((p, i) => ({ relation: p.relation, pinned: { rows: p.row_count, hash: p.content_hash }, now: { rows: r[`dep_n_${i}`], hash: r[`dep_h_${i}`] } }))
+      .filter((d) => d.pinned.rows !== d.now.rows || d.pinned.hash !== d.now.hash);
+    if (changed.length > 0) {
+      throw new PartitionFailedError(
+        q.release,
+        q.partition,
+        'DEPENDENCY_CHANGED',
+        { changed },
+        `${changed.map((d) => d.relation).join(', ')} changed since plan pinned it; nothing was written`,
+      );
+    }
+
+    t = performance.now();
+    // The release row first, then the partition row: the order claims take them in.
+    const { rows: rel } = await conn.query<{ state: string }>('SELECT state FROM genfill.releases WHERE id = $1 FOR NO KEY UPDATE', [q.release]);
+    if (rel[0]?.state !== 'BUILDING') throw new RefusedError(`release ${q.release} is ${rel[0]?.state}, no longer BUILDING: partition ${q.partition} wrote nothing`);
+    const fenced = await conn.query(
+      `UPDATE genfill.partitions SET status = 'BUILT', lease_expires_at = NULL, reason = NULL, evidence = NULL, updated_at = now()
+        WHERE release = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING'`,
+      [q.release, q.partition, q.attempt],
+    );
+    if (fenced.rowCount !== 1) throw new StaleLeaseError(q.release, q.partition, q.attempt);
+
+    const conserved = Object.fromEntries(spec.reconcile.conserved.map((c) => [c, { source: r[`src_${c}`], candidate: r[`out_${c}`] }]));
+    const dependencyHashes = Object.fromEntries(pins.map((p) => [p.relation, { rows: p.row_count, hash: p.content_hash }]));
+    lap('fence', t);
+    timings.total = Math.round((performance.now() - started + (q.claimMs ?? 0)) * 10) / 10;
+    const { rows: receipt } = await conn.query<{ id: string }>(
+      `INSERT INTO genfill.receipts (release, partition, kind, attempt, release_digest, transform_digest, watermark,
+         dependency_hashes, rows_in, rows_out, conserved_sums, key_root, row_root, timings)
+       VALUES ($1, $2, 'build', $3, $4, $5, $6::pg_snapshot, $7, $8, $9, $10, $11, $12, $13) RETURNING id`,
+      [
+        q.release, q.partition, q.attempt, release.digest, release.transform_digest, r.watermark,
+        JSON.stringify(dependencyHashes), r.rows_in, r.rows_out, JSON.stringify(conserved), r.key_root, r.row_root, JSON.stringify(timings),
+      ],
+    );
+    const done = await conn.query(
+      `UPDATE genfill.releases SET state = 'BUILT', state_changed_at = now()
+        WHERE id = $1 AND state = 'BUILDING'
+          AND NOT EXISTS (SELECT 1 FROM genfill.partitions WHERE release = $1 AND status <> 'BUILT')`,
+      [q.release],
+    );
+    if (done.rowCount === 1) {
+      await conn.query(
+        `INSERT INTO genfill.release_log (release, action, from_state, to_state, detail) VALUES ($1, 'built', 'BUILDING', 'BUILT', $2)`,
+        [q.release, JSON.stringify({ lastPartition: q.partition, receipt: receipt[0]!.id })],
+      );
+    }
+    return {
+      receiptId: receipt[0]!.id,
+      rowsIn: Number(r.rows_in),
+      rowsOut: Number(r.rows_out),
+      inserted: Number(r.inserted),
+      watermark: String(r.watermark),
+      releaseBuilt: done.rowCount === 1,
+      timings,
+    };
+  });
+}

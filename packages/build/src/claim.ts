@@ -1,0 +1,82 @@
+// A claim is a registry transaction: it checks the release state and both pause flags and
+// bumps the partition's attempt, which is the fencing token every later write compares.
+// The release row is read FOR SHARE, so `pause` (an UPDATE of that row) waits for claims in
+// flight and every claim after it sees the flag: once pause returns, no partition starts.
+import { withTransaction, type Db } from '@genfill/registry';
+
+export type RefusalReason = 'operator_paused' | 'throttle_paused' | 'not_building' | 'cancelled' | 'failed' | 'leased' | 'unknown';
+
+export type ClaimResult =
+  | { kind: 'claimed'; attempt: number }
+  /** A receipt exists: the job is done, whatever BullMQ remembers. */
+  | { kind: 'built' }
+  /** Not now: retry after `retryInMs` without spending an attempt, or never when null. */
+  | { kind: 'refused'; reason: RefusalReason; retryInMs: number | null };
+
+export const PAUSED_RETRY_MS = 5_000;
+
+export async function claimPartition(
+  db: Db,
+  q: { release: string; partition: string; worker: string; leaseMs: number },
+): Promise<ClaimResult> {
+  return withTransaction(db, async (conn) => {
+    const { rows } = await conn.query<{
+      state: string;
+      operator_paused: boolean;
+      throttle_paused: boolean;
+      status: string;
+      attempt: number;
+      lease_left_ms: number | null;
+    }>(
+      `SELECT r.state, r.operator_paused, r.throttle_paused, p.status, p.attempt,
+              (extract(epoch FROM p.lease_expires_at - clock_timestamp()) * 1000)::int AS lease_left_ms
+         FROM genfill.releases r JOIN genfill.partitions p ON p.release = r.id
+        WHERE r.id = $1 AND p.id = $2
+          FOR SHARE OF r FOR UPDATE OF p`,
+      [q.release, q.partition],
+    );
+    const row = rows[0];
+    if (!row) return { kind: 'refused', reason: 'unknown', retryInMs: null };
+    if (row.status === 'BUILT') return { kind: 'built' };
+    if (row.state === 'CANCELLED') return { kind: 'refused', reason: 'cancelled', retryInMs: null };
+    if (row.state !== 'BUILDING') return { kind: 'refused', reason: 'not_building', retryInMs: null };
+    if (row.operator_paused) return { kind: 'refused', reason: 'operator_paused', retryInMs: PAUSED_RETRY_MS };
+    if (row.throttle_paused) return { kind: 'refused', reason: 'throttle_paused', retryInMs: PAUSED_RETRY_MS };
+    if (row.status === 'FAILED') return { kind: 'refused', reason: 'failed', retryInMs: null };
+    // A live lease belongs to a worker still building; a duplicate delivery waits it out.
+    if (row.status === 'RUNNING' && row.lease_left_ms !== null && row.lease_left_ms > 0) {
+      return { kind: 'refused', reason: 'leased', retryInMs: row.lease_left_ms + 100 };
+    }
+    const res = await conn.query<{ attempt: number }>(
+      `UPDATE genfill.partitions
+          SET status = 'RUNNING', attempt = attempt + 1, leased_by = $4,
+              lease_expires_at = clock_timestamp() + $5 * interval '1 millisecond', updated_at = now()
+        WHERE release = $1 AND id = $2 AND attempt = $3
+       RETURNING attempt`,
+      [q.release, q.partition, row.attempt, q.worker, q.leaseMs],
+    );
+    if (res.rowCount !== 1) throw new Error(`claim of ${q.partition} lost its row lock (attempt ${row.attempt})`);
+    return { kind: 'claimed', attempt: res.rows[0]!.attempt };
+  });
+}
+
+/** Mark a partition FAILED with its reason and evidence, fenced by the attempt. */
+export async function failPartition(
+  db: Db,
+  q: { release: string; partition: string; attempt: number; reason: string; evidence: unknown },
+): Promise<boolean> {
+  return withTransaction(db, async (conn) => {
+    const res = await conn.query(
+      `UPDATE genfill.partitions
+          SET status = 'FAILED', reason = $4, evidence = $5, lease_expires_at = NULL, updated_at = now()
+        WHERE release = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING'`,
+      [q.release, q.partition, q.attempt, q.reason, JSON.stringify(q.evidence)],
+    );
+    if (res.rowCount !== 1) return false;
+    await conn.query(
+      `INSERT INTO genfill.release_log (release, action, reason, detail) VALUES ($1, 'partition-failed', $2, $3)`,
+      [q.release, q.reason, JSON.stringify({ partition: q.partition, attempt: q.attempt })],
+    );
+    return true;
+  });
+}

@@ -1,0 +1,3 @@
+export * from './claim.ts';
+export * from './build.ts';
+export * from './statement.ts';

@@ -1,0 +1,86 @@
+// The build of one partition is ONE statement. Everything it reads — the partition's source
+// rows, the dependency tables whose hashes it re-checks — comes from that statement's
+// snapshot, and pg_current_snapshot() inside it returns exactly that snapshot (the active
+// one), which becomes the receipt's watermark. The same statement inserts the rows and
+// computes counts, conserved sums, roots and the fan-out check over one materialised output.
+//
+// Why not a REPEATABLE READ transaction: the transaction must also see other workers'
+// committed receipts to tell whether it completes the manifest (SPEC invariant 3), which a
+// REPEATABLE READ snapshot taken before they committed cannot. One statement gives the same
+// single-snapshot read the invariant asks for, and the rest of the transaction runs in READ
+// COMMITTED.
+import { quoteIdent, quoteQualified, type Query } from '@genfill/contracts';
+import { qualifiedGenerationTable, rootAgg, rowHashExpr } from '@genfill/registry';
+
+export interface BuildStatementInput {
+  dataset: string;
+  generation: string;
+  sourceTable: string;
+  key: string[];
+  time: string;
+  /** `timestamp with time zone`, `timestamp without time zone` or `date`. */
+  timeType: string;
+  timezone: string;
+  lower: Date;
+  upper: Date;
+  transformSql: string;
+  /** The parent's data columns in order: what the transform outputs. */
+  columns: string[];
+  conserved: string[];
+  dependencies: string[];
+  /** How many fan-out keys to return as evidence. */
+  sample?: number;
+}
+
+/** Every column of a table, in order: what a dependency's content hash covers. */
+export interface DependencyColumns {
+  relation: string;
+  columns: string[];
+}
+
+function timeBound(type: string, param: string, tzParam: string): string {
+  // A zone-less time column is interpreted in the release's frozen timezone.
+  return type === 'timestamp with time zone' ? `${param}::timestamptz` : `(${param}::timestamptz AT TIME ZONE ${tzParam})`;
+}
+
+export function buildStatement(input: BuildStatementInput, deps: DependencyColumns[]): Query {
+  const q = quoteIdent;
+  const time = q(input.time);
+  const keys = input.key.map(q).join(', ');
+  const cols = input.columns.map(q);
+  const sample = input.sample ?? 100;
+  const depCtes = deps.map(
+    (d, i) => `dep_${i} AS MATERIALIZED (SELECT count(*) AS n, ${rootAgg(rowHashExpr(d.columns, 't'))} AS h FROM ${quoteQualified(d.relation)} AS t)`,
+  );
+  const sums = input.conserved.flatMap((c) => [
+    `(SELECT coalesce(sum(${q(c)}), 0) FROM source)::text AS ${q(`src_${c}`)}`,
+    `(SELECT coalesce(sum(${q(c)}), 0) FROM out)::text AS ${q(`out_${c}`)}`,
+  ]);
+  const text = `
+WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
+${depCtes.map((d) => `${d},\n`).join('')}source AS MATERIALIZED (
+  SELECT * FROM ${quoteQualified(input.sourceTable)}
+   WHERE ${time} >= ${timeBound(input.timeType, '$1', '$3')} AND ${time} < ${timeBound(input.timeType, '$2', '$3')}
+),
+out AS MATERIALIZED (SELECT * FROM (
+${input.transformSql.trim().replace(/;\s*$/, '')}
+) AS genfill_transform),
+fanout AS MATERIALIZED (SELECT row(${keys})::text AS k FROM out GROUP BY ${keys} HAVING count(*) > 1),
+ins AS (
+  INSERT INTO ${qualifiedGenerationTable(input.dataset, input.generation)} (generation, ${cols.join(', ')})
+  SELECT $4::text, ${cols.map((c) => `o.${c}`).join(', ')} FROM out AS o
+  ON CONFLICT DO NOTHING
+  RETURNING 1
+)
+SELECT (SELECT s FROM snap)::text AS watermark, $3::text AS timezone,
+       (SELECT count(*) FROM source) AS rows_in,
+       (SELECT count(*) FROM out) AS rows_out,
+       (SELECT count(*) FROM ins) AS inserted,
+       (SELECT count(*) FROM fanout) AS fanout_keys,
+       (SELECT array_agg(k ORDER BY k) FROM (SELECT k FROM fanout ORDER BY k LIMIT ${sample}) f) AS fanout_sample,
+       (SELECT ${rootAgg(rowHashExpr(input.key, 'o'))} FROM out AS o)::text AS key_root,
+       (SELECT ${rootAgg(rowHashExpr(input.columns, 'o'))} FROM out AS o)::text AS row_root${deps
+         .map((_, i) => `,\n       (SELECT n FROM dep_${i})::text AS dep_n_${i}, (SELECT h FROM dep_${i})::text AS dep_h_${i}`)
+         .join('')}${sums.map((s) => `,\n       ${s}`).join('')}`;
+  return { text, values: [input.lower, input.upper, input.timezone, input.generation] };
+}

@@ -4,7 +4,7 @@
 // transaction. A fenced or failed build writes nothing.
 import { PartitionFailedError, RefusedError, StaleLeaseError } from '@genfill/contracts';
 import { dataColumns, dependencyPins, getRelease, getTransformSql, withTransaction, type Conn, type Db } from '@genfill/registry';
-import { buildStatement, type DependencyColumns } from './statement.ts';
+import { buildStatement, deleteRangeStatement, type DependencyColumns } from './statement.ts';
 
 export interface BuildResult {
   receiptId: string;
@@ -45,9 +45,21 @@ async function timeType(conn: Conn, table: string, column: string): Promise<stri
   return rows[0].t;
 }
 
+/** The partition's current receipt: the one no other receipt supersedes. */
+export async function currentReceipt(conn: Conn, release: string, partition: string): Promise<string | null> {
+  const { rows } = await conn.query<{ id: string }>(
+    `SELECT r.id FROM genfill.receipts r
+      WHERE r.release = $1 AND r.partition = $2
+        AND NOT EXISTS (SELECT 1 FROM genfill.receipts s WHERE s.supersedes = r.id)`,
+    [release, partition],
+  );
+  if (rows.length > 1) throw new Error(`partition ${partition} of ${release} has ${rows.length} current receipts`);
+  return rows[0]?.id ?? null;
+}
+
 export async function buildPartition(
   db: Db,
-  q: { release: string; partition: string; attempt: number; claimMs?: number },
+  q: { release: string; partition: string; attempt: number; claimMs?: number; repair?: boolean },
 ): Promise<BuildResult> {
   const started = performance.now();
   const timings: Record<string, number> = { claim: q.claimMs ?? 0 };
@@ -65,24 +77,25 @@ export async function buildPartition(
     const spec = release.spec;
     const pins = await dependencyPins(conn, q.release);
     const deps = await dependencyColumns(conn, pins.map((p) => p.relation));
-    const statement = buildStatement(
-      {
-        dataset: release.dataset,
-        generation: release.generation,
-        sourceTable: spec.source.table,
-        key: spec.source.key,
-        time: spec.source.time,
-        timeType: await timeType(conn, spec.source.table, spec.source.time),
-        timezone: release.timezone,
-        lower: part.lower,
-        upper: part.upper,
-        transformSql: await getTransformSql(conn, release.transform_digest),
-        columns: (await dataColumns(conn, release.dataset)).map((c) => c.name),
-        conserved: spec.reconcile.conserved,
-        dependencies: pins.map((p) => p.relation),
-      },
-      deps,
-    );
+    const input = {
+      dataset: release.dataset,
+      generation: release.generation,
+      sourceTable: spec.source.table,
+      key: spec.source.key,
+      time: spec.source.time,
+      timeType: await timeType(conn, spec.source.table, spec.source.time),
+      timezone: release.timezone,
+      lower: part.lower,
+      upper: part.upper,
+      transformSql: await getTransformSql(conn, release.transform_digest),
+      columns: (await dataColumns(conn, release.dataset)).map((c) => c.name),
+      conserved: spec.reconcile.conserved,
+      dependencies: pins.map((p) => p.relation),
+    };
+    const statement = buildStatement(input, deps);
+    // A repair replaces exactly this partition's rows; the superseded receipt stays.
+    const superseded = q.repair ? await currentReceipt(conn, q.release, q.partition) : null;
+    if (q.repair) timings.deleted = (await conn.query(deleteRangeStatement(input))).rowCount ?? 0;
     lap('prepare', t);
 
     t = performance.now();
@@ -137,11 +150,12 @@ export async function buildPartition(
     timings.total = Math.round((performance.now() - started + (q.claimMs ?? 0)) * 10) / 10;
     const { rows: receipt } = await conn.query<{ id: string }>(
       `INSERT INTO genfill.receipts (release, partition, kind, attempt, release_digest, transform_digest, watermark,
-         dependency_hashes, rows_in, rows_out, conserved_sums, key_root, row_root, timings)
-       VALUES ($1, $2, 'build', $3, $4, $5, $6::pg_snapshot, $7, $8, $9, $10, $11, $12, $13) RETURNING id`,
+         dependency_hashes, rows_in, rows_out, conserved_sums, key_root, row_root, timings, supersedes)
+       VALUES ($1, $2, $3, $4, $5, $6, $7::pg_snapshot, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id`,
       [
-        q.release, q.partition, q.attempt, release.digest, release.transform_digest, r.watermark,
+        q.release, q.partition, q.repair ? 'repair' : 'build', q.attempt, release.digest, release.transform_digest, r.watermark,
         JSON.stringify(dependencyHashes), r.rows_in, r.rows_out, JSON.stringify(conserved), r.key_root, r.row_root, JSON.stringify(timings),
+        superseded,
       ],
     );
     const done = await conn.query(

@@ -80,3 +80,15 @@ export async function failPartition(
     return true;
   });
 }
+
+/**
+ * A retryable failure gives the lease back at once, so the retry's claim need not wait for
+ * it to run out; the attempt stays bumped, so a late commit of the failed try is still fenced.
+ */
+export async function releaseLease(db: Db, q: { release: string; partition: string; attempt: number }): Promise<void> {
+  await db.query(
+    `UPDATE genfill.partitions SET lease_expires_at = clock_timestamp(), updated_at = now()
+      WHERE release = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING'`,
+    [q.release, q.partition, q.attempt],
+  );
+}

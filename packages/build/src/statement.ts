@@ -84,3 +84,13 @@ SELECT (SELECT s FROM snap)::text AS watermark, $3::text AS timezone,
          .join('')}${sums.map((s) => `,\n       ${s}`).join('')}`;
   return { text, values: [input.lower, input.upper, input.timezone, input.generation] };
 }
+
+/** A repair first deletes the candidate's rows of the partition's range (tombstones too). */
+export function deleteRangeStatement(input: Pick<BuildStatementInput, 'dataset' | 'generation' | 'time' | 'timeType' | 'timezone' | 'lower' | 'upper'>): Query {
+  const time = quoteIdent(input.time);
+  return {
+    text: `DELETE FROM ${qualifiedGenerationTable(input.dataset, input.generation)}
+            WHERE ${time} >= ${timeBound(input.timeType, '$1', '$3')} AND ${time} < ${timeBound(input.timeType, '$2', '$3')}`,
+    values: input.timeType === 'timestamp with time zone' ? [input.lower, input.upper] : [input.lower, input.upper, input.timezone],
+  };
+}

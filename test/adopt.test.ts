@@ -5,10 +5,11 @@ import pg from 'pg';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
+import { createTestQueues } from './support/redis.ts';
 import { createExampleSchema, EXAMPLE_TRANSFORM, exampleRelease, registryCounts, workspace, writeRelease } from './support/fixtures.ts';
 
 const db = await createTestDatabase('adopt');
-const env = { DATABASE_URL: db.url };
+const env = { DATABASE_URL: db.url, GENFILL_QUEUE_PREFIX: createTestQueues('adopt').prefix };
 const cli = (...args: string[]) => runCli(args, env);
 const dir = workspace();
 const legacy = join(dir, 'legacy.sql');
@@ -18,7 +19,6 @@ const adoptArgs = (table = 'public.orders_enriched', dataset = 'orders_enriched'
   'dataset', 'adopt', dataset, '--source', 'public.orders', '--key', 'order_id', '--time', 'created_at',
   '--table', table, '--generation', generation, '--transform', legacy,
 ];
-const READ = 'SELECT order_id, created_at, region, amount_cents, tax_cents FROM public.orders_enriched ORDER BY order_id';
 const DIGEST = `SELECT count(*)::int AS n, md5(string_agg(t::text, ',' ORDER BY order_id)) AS h FROM public.orders_enriched t`;
 
 function as(role: string): pg.Client {
@@ -130,7 +130,7 @@ describe('the generation layout', () => {
     expect((await cli('release', 'submit', file)).code).toBe(0);
     const plan = await cli('plan', 'order-tax-fix@3', '--json');
     expect(plan.stderr).toBe('');
-    expect(JSON.parse(plan.stdout)).toMatchObject({ partitions: 365, state: 'SNAPSHOT_PINNED', coverage: { contiguous: true, exactEnds: true } });
+    expect(JSON.parse(plan.stdout)).toMatchObject({ partitions: 365, state: 'BUILDING', coverage: { contiguous: true, exactEnds: true } });
     const parts = await db.pool.query(
       `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
         WHERE i.inhparent = 'genfill_data.orders_enriched'::regclass ORDER BY 1`,
@@ -210,7 +210,7 @@ describe('roles', () => {
     const file = writeRelease(workspace(), r);
     const u = new URL(db.url);
     u.username = 'genfill_alice';
-    const alice = { DATABASE_URL: u.toString() };
+    const alice = { ...env, DATABASE_URL: u.toString() };
     const sub = await runCli(['release', 'submit', file], alice);
     expect(sub.stderr).toBe('');
     const plan = await runCli(['plan', 'order-tax-fix@4'], alice);
@@ -220,6 +220,7 @@ describe('roles', () => {
     expect(log.rows).toEqual([
       { action: 'submit', principal: 'genfill_alice' },
       { action: 'plan', principal: 'genfill_alice' },
+      { action: 'build', principal: 'genfill_alice' },
     ]);
     const owner = await db.pool.query(`SELECT pg_get_userbyid(relowner) AS o FROM pg_class WHERE oid = 'genfill_data."orders_enriched__tax-fix-g4"'::regclass`);
     expect(owner.rows[0].o).toBe('genfill_owner');

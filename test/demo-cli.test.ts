@@ -5,9 +5,10 @@ import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
+import { createTestQueues } from './support/redis.ts';
 
 const db = await createTestDatabase('demo_cli');
-const env = { DATABASE_URL: db.url };
+const env = { DATABASE_URL: db.url, GENFILL_QUEUE_PREFIX: createTestQueues('demo-cli').prefix };
 const dir = join(mkdtempSync(join(tmpdir(), 'genfill-demo-')), 'demo');
 beforeEach(() => keepOnFailure(db));
 
@@ -20,7 +21,7 @@ describe('genfill demo', () => {
     expect(out.orders.seeded).toBe(true);
     expect(out.adopt).toMatchObject({ status: 'adopted', generation: 'tax-fix-g2', rows: out.orders.orders });
     expect(out.submit.status).toBe('submitted');
-    expect(out.plan).toMatchObject({ release: 'order-tax-fix@3', status: 'planned', state: 'SNAPSHOT_PINNED', partitions: 365 });
+    expect(out.plan).toMatchObject({ release: 'order-tax-fix@3', status: 'planned', state: 'BUILDING', partitions: 365 });
     expect(out.coverageProved).toBe(true);
     const view = await db.pool.query('SELECT count(*)::int AS n FROM public.orders_enriched');
     expect(view.rows[0].n).toBe(out.orders.orders);

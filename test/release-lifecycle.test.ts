@@ -5,10 +5,11 @@ import { join } from 'node:path';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
+import { createTestQueues } from './support/redis.ts';
 import { createExampleSchema, exampleRelease, firstGenerationRelease, registryCounts, workspace, writeRelease } from './support/fixtures.ts';
 
 const db = await createTestDatabase('lifecycle');
-const env = { DATABASE_URL: db.url };
+const env = { DATABASE_URL: db.url, GENFILL_QUEUE_PREFIX: createTestQueues('lifecycle').prefix };
 const cli = (...args: string[]) => runCli(args, env);
 
 beforeAll(async () => {
@@ -93,7 +94,7 @@ describe('plan', () => {
     const plan = JSON.parse(res.stdout);
     expect(plan).toMatchObject({
       status: 'planned',
-      state: 'SNAPSHOT_PINNED',
+      state: 'BUILDING',
       partitions: 365,
       first: { lower: '2025-07-01T00:00:00Z', upper: '2025-07-02T00:00:00Z' },
       last: { lower: '2026-06-30T00:00:00Z', upper: '2026-07-01T00:00:00Z' },
@@ -119,7 +120,7 @@ describe('plan', () => {
     const before = await registryCounts(db.pool);
     const again = await cli('plan', 'orders-g1@1');
     expect(again.code).toBe(0);
-    expect(again.stdout).toMatch(/^already planned: orders-g1@1 is SNAPSHOT_PINNED/);
+    expect(again.stdout).toMatch(/^already planned: orders-g1@1 is BUILDING/);
     expect(await registryCounts(db.pool)).toEqual(before);
 
     const [a, b] = await Promise.all([cli('plan', 'orders-g1-next@1', '--json'), cli('plan', 'orders-g1-next@1', '--json')]);
@@ -195,14 +196,14 @@ describe('status', () => {
   it('shows state, manifest and history, with --json for scripts', async () => {
     const human = await cli('status', 'orders-g1@1');
     expect(human.code).toBe(0);
-    expect(human.stdout).toMatch(/state\s+SNAPSHOT_PINNED/);
+    expect(human.stdout).toMatch(/state\s+BUILDING/);
     expect(human.stdout).toMatch(/partitions\s+365 \(PENDING 365\)/);
     expect(human.stdout).toMatch(/plan\s+DRAFT → SNAPSHOT_PINNED\s+by postgres/);
     const res = await cli('status', 'orders-g1@1', '--json');
     const s = JSON.parse(res.stdout);
     expect(s.partitions).toHaveLength(365);
     expect(s.partitions[0]).toMatchObject({ id: expect.stringMatching(/^b-20250701T000000Z$/), status: 'PENDING', attempt: 0, kind: 'build' });
-    expect(s.history.map((h: { action: string }) => h.action)).toEqual(['submit', 'plan']);
+    expect(s.history.map((h: { action: string }) => h.action)).toEqual(['submit', 'plan', 'build']);
     expect(s.paused).toEqual({ operator: false, throttle: false });
   });
 

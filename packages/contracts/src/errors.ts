@@ -123,3 +123,12 @@ export class PartitionFailedError extends RefusedError {
     super(`partition ${partition} of ${release} failed ${reason}: ${message}`);
   }
 }
+
+/**
+ * Redis could not be reached. Redis holds only dispatch, so the registry is unaffected and
+ * the step that needed Redis is safe to run again; exit 1.
+ */
+export class RedisUnavailableError extends GenfillError {
+  readonly exitCode = 1 as const;
+  override readonly retryable = true;
+}

@@ -5,9 +5,10 @@ import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { InvalidArgumentError, type Command } from 'commander';
-import { adoptDataset, planRelease, submitRelease, type PlanResult } from '@genfill/planner';
+import { adoptDataset, submitRelease, type PlanResult } from '@genfill/planner';
 import { migrate } from '@genfill/registry';
 import type { Context } from '../context.ts';
+import { planWithDispatch } from '../dispatch.ts';
 import { writeAdoptTransform, writeDemoRelease } from '../demo/files.ts';
 import { seedDemo } from '../demo/seed.ts';
 import { json } from '../io.ts';
@@ -89,7 +90,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
           `[4/5] submit: ${submitted.status} ${submitted.release} (${submitted.partitions} partitions, digest ${submitted.digest}) ${took('submit')}`,
         );
 
-        const plan = await phase('plan', () => planRelease(db, RELEASE));
+        const plan = await phase('plan', () => planWithDispatch(ctx, RELEASE));
         say(`[5/5] plan ${took('plan')}`);
         say(describePlan(plan).replace(/^/gm, '      '));
 

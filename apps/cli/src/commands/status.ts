@@ -1,7 +1,14 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
-import { releaseList, releaseStatus, type ReleaseStatus } from '@genfill/registry';
+import cliProgress from 'cli-progress';
+import { InvalidInputError, type ReleaseState } from '@genfill/contracts';
+import { formatDuration, progressLine, ProgressMeter, releaseProgress, type ProgressSample, type Rates } from '@genfill/planner';
+import { releaseList, releaseStatus, type Db, type ReleaseStatus } from '@genfill/registry';
 import type { Context } from '../context.ts';
 import { json } from '../io.ts';
+import { parseSeconds } from './planner.ts';
+
+const WATCHED: readonly ReleaseState[] = ['SNAPSHOT_PINNED', 'BUILDING'];
 
 export function describeStatus(s: ReleaseStatus): string {
   const paused = [s.paused.operator && 'operator', s.paused.throttle && 'throttle'].filter(Boolean);
@@ -34,14 +41,82 @@ export function describeStatus(s: ReleaseStatus): string {
   return lines.join('\n');
 }
 
+function barPayload(sample: ProgressSample, rates: Rates) {
+  const paused = [sample.paused.operator && 'operator', sample.paused.throttle && 'throttle'].filter(Boolean);
+  return {
+    state: sample.state,
+    rate: rates.rowsPerSecond === null ? '—' : Math.round(rates.rowsPerSecond).toLocaleString('en-US'),
+    etaText: formatDuration(rates.etaSeconds),
+    running: sample.running,
+    failed: sample.failed,
+    paused: paused.length ? ` | PAUSED (${paused.join(', ')})` : '',
+  };
+}
+
+/**
+ * Redraw progress every interval until the release leaves SNAPSHOT_PINNED/BUILDING or SIGINT,
+ * then print the normal status. A terminal gets a bar; anything else (logs, CI, tests) one
+ * plain line per interval.
+ */
+async function watch(ctx: Context, db: Db, release: string, intervalSeconds: number): Promise<void> {
+  const meter = new ProgressMeter();
+  const stop = new AbortController();
+  const onSigint = () => stop.abort();
+  process.once('SIGINT', onSigint);
+  let bar: cliProgress.SingleBar | undefined;
+  try {
+    for (let first = true; ; first = false) {
+      const sample = await releaseProgress(db, release);
+      const rates = meter.add(sample);
+      const watched = WATCHED.includes(sample.state);
+      if (first && !watched) break; // nothing to watch: just the status
+      if (ctx.io.tty) {
+        if (!bar) {
+          // cli-progress needs a real terminal stream to redraw in place; Io.out is line-based.
+          bar = new cliProgress.SingleBar(
+            {
+              stream: process.stdout,
+              format: `${release} {state} {bar} {value}/{total} partitions | {rate} rows/s | ETA {etaText} | {running} running | {failed} failed{paused}`,
+              hideCursor: true,
+            },
+            cliProgress.Presets.shades_classic,
+          );
+          bar.start(sample.total, sample.built, barPayload(sample, rates));
+        }
+        bar.setTotal(sample.total);
+        bar.update(sample.built, barPayload(sample, rates));
+      } else {
+        ctx.io.out(progressLine(sample, rates));
+      }
+      if (!watched || stop.signal.aborted) break;
+      try {
+        await sleep(intervalSeconds * 1000, undefined, { signal: stop.signal });
+      } catch {
+        break;
+      }
+    }
+  } finally {
+    bar?.stop();
+    process.off('SIGINT', onSigint);
+  }
+  ctx.io.out(describeStatus(await releaseStatus(db, release)));
+}
+
 export function register(program: Command, run: (fn: (ctx: Context) => Promise<void>) => Promise<void>): void {
   program
     .command('status [release]')
     .description('show a release: state, pause flags, manifest, partitions, history (all releases when none is named)')
     .option('--json', 'print the full status as JSON (every partition included)')
-    .action((release: string | undefined, opts: { json?: boolean }) =>
+    .option('--watch', 'redraw build progress (partitions, rows/s, ETA, failures, pause) until the release leaves BUILDING, then print the status')
+    .option('--interval <seconds>', 'with --watch: time between redraws', parseSeconds, 2)
+    .action((release: string | undefined, opts: { json?: boolean; watch?: boolean; interval: number }) =>
       run(async (ctx) => {
         const db = await ctx.db();
+        if (opts.watch) {
+          if (!release) throw new InvalidInputError([{ path: 'release', message: '--watch needs a release' }]);
+          if (opts.json) throw new InvalidInputError([{ path: '--json', message: '--watch draws progress for people; use --json without it' }]);
+          return watch(ctx, db, release, opts.interval);
+        }
         if (!release) {
           const list = await releaseList(db);
           if (opts.json) return json(ctx.io, list);

@@ -1,0 +1,161 @@
+// The planner service: every interval, for every release in SNAPSHOT_PINNED or BUILDING (or
+// only those in GENFILL_RELEASE), do what `genfill plan` does after the manifest — move it to
+// BUILDING, enqueue its unfinished partitions, re-apply the operator's queue pause. It is the
+// reason a Redis that lost every key, or a job BullMQ gave up on, heals without an operator.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Config, ReleaseState } from '@genfill/contracts';
+import type { Logger } from '@genfill/observability';
+import { createRedis, FAIL_FAST, redisAddress, redisAnswers, warnIfEvicting, withDeadline, type Redis } from '@genfill/queue';
+import { assertSchemaCurrent, createPool, type Db } from '@genfill/registry';
+import { dispatchRelease, startBuilding, type Dispatcher } from './dispatch.ts';
+
+export interface ReleaseRound {
+  release: string;
+  state: ReleaseState | null;
+  /** This round moved it SNAPSHOT_PINNED → BUILDING. */
+  started: boolean;
+  unfinished: number | null;
+  added: number | null;
+  requeued: number | null;
+  queuePaused: boolean | null;
+  error: string | null;
+}
+
+export interface RoundResult {
+  at: string;
+  redis: boolean;
+  releases: ReleaseRound[];
+}
+
+async function releasesToPlan(db: Db, only: string[] | undefined): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `SELECT id FROM genfill.releases
+      WHERE state IN ('SNAPSHOT_PINNED', 'BUILDING') AND ($1::text[] IS NULL OR id = ANY($1::text[]))
+      ORDER BY submitted_at, id`,
+    [only ?? null],
+  );
+  return rows.map((r) => r.id);
+}
+
+/**
+ * One round. A failure of one release is logged and the round goes on; a Redis that does
+ * not answer leaves the registry steps done and the dispatch to the next round. FAILED
+ * partitions are left to the operator's `genfill plan`: re-running a final failure every
+ * round would hide it.
+ */
+export async function planningRound(
+  db: Db,
+  dispatcher: Dispatcher,
+  opts: { log: Logger; only?: string[]; deadlineMs?: number },
+): Promise<RoundResult> {
+  const { log } = opts;
+  const redis = await redisAnswers(dispatcher.redis);
+  if (!redis) log.warn('Redis is not answering: this round only moves releases to BUILDING; their jobs are enqueued once it answers');
+  const result: RoundResult = { at: new Date().toISOString(), redis, releases: [] };
+  for (const id of await releasesToPlan(db, opts.only)) {
+    const line: ReleaseRound = { release: id, state: null, started: false, unfinished: null, added: null, requeued: null, queuePaused: null, error: null };
+    result.releases.push(line);
+    const rlog = log.child({ release: id });
+    try {
+      const build = await startBuilding(db, id);
+      line.state = build.state;
+      line.started = build.started;
+      if (build.started) rlog.info({ estimatedRows: build.estimatedRows }, 'release moved SNAPSHOT_PINNED → BUILDING');
+      if (build.state !== 'BUILDING' || !redis) continue;
+      const d = await withDeadline(
+        dispatchRelease(db, dispatcher, id, { requeueFailed: false }),
+        opts.deadlineMs ?? 60_000,
+        `dispatch of ${id}`,
+      );
+      line.state = d.state;
+      line.unfinished = d.enqueue.unfinished;
+      line.added = d.enqueue.added;
+      line.requeued = d.enqueue.requeued;
+      line.queuePaused = d.queuePaused;
+      const fields = { queue: d.queue, unfinished: d.enqueue.unfinished, added: d.enqueue.added, requeued: d.enqueue.requeued, queuePaused: d.queuePaused };
+      if (d.enqueue.added > 0 || d.enqueue.requeued > 0) rlog.info(fields, 'enqueued unfinished partitions');
+      else rlog.debug(fields, 'nothing to enqueue');
+    } catch (err) {
+      line.error = (err as Error).message;
+      rlog.error({ err }, 'planning round failed for this release; the next round tries again');
+    }
+  }
+  return result;
+}
+
+export interface PlannerServiceOptions {
+  config: Config;
+  log: Logger;
+  intervalSeconds: number;
+  /** One round, then return (tests, cron). */
+  once?: boolean;
+  /** Aborting stops the service after the current round. */
+  signal?: AbortSignal;
+  /** A registry pool to use (the CLI's); otherwise the service makes and closes its own. */
+  db?: Db;
+}
+
+export interface PlannerServiceResult {
+  rounds: number;
+  last: RoundResult | null;
+}
+
+export async function runPlannerService(opts: PlannerServiceOptions): Promise<PlannerServiceResult> {
+  const { config, log } = opts;
+  const db = opts.db ?? createPool(config, 'genfill-planner', 2);
+  let redis: Redis | undefined;
+  const out: PlannerServiceResult = { rounds: 0, last: null };
+  try {
+    await assertSchemaCurrent(db);
+    let lastRedisError = '';
+    redis = createRedis(config.REDIS_URL, {
+      ...FAIL_FAST,
+      onError: (err) => {
+        // ioredis reports every reconnect attempt; one line per distinct failure is enough.
+        if (err.message !== lastRedisError) log.warn({ err: err.message, redis: redisAddress(config.REDIS_URL) }, 'Redis connection error');
+        lastRedisError = err.message;
+      },
+    });
+    redis.on('ready', () => (lastRedisError = ''));
+    if (await redisAnswers(redis)) await warnIfEvicting(redis, log);
+    const dispatcher: Dispatcher = { redis, prefix: config.GENFILL_QUEUE_PREFIX };
+    const intervalMs = Math.max(1, opts.intervalSeconds * 1000);
+    const deadlineMs = Math.max(60_000, 3 * intervalMs);
+    log.info(
+      { intervalSeconds: opts.intervalSeconds, prefix: config.GENFILL_QUEUE_PREFIX, releases: config.GENFILL_RELEASE ?? 'all open' },
+      'planner started',
+    );
+    while (!opts.signal?.aborted) {
+      out.last = await planningRound(db, dispatcher, { log, only: config.GENFILL_RELEASE, deadlineMs });
+      out.rounds += 1;
+      if (opts.once || opts.signal?.aborted) break;
+      try {
+        await sleep(intervalMs, undefined, { signal: opts.signal });
+      } catch {
+        break; // aborted while waiting: no round is in progress
+      }
+    }
+    log.info({ rounds: out.rounds }, 'planner stopped');
+    return out;
+  } finally {
+    await redis?.quit().catch(() => redis?.disconnect());
+    if (!opts.db) await db.end();
+  }
+}
+
+/**
+ * SIGTERM/SIGINT abort the controller: the running round finishes, connections close, the
+ * process exits 0. Returns the function that removes the handlers.
+ */
+export function stopOnSignals(controller: AbortController, log: Logger): () => void {
+  const stop = (signal: NodeJS.Signals) => {
+    log.info({ signal }, 'stopping after the current round');
+    controller.abort();
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  return () => {
+    process.off('SIGTERM', stop);
+    process.off('SIGINT', stop);
+  };
+}

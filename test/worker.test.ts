@@ -1,0 +1,216 @@
+// Worker processes against real Redis and Postgres (SPEC fault suite rows on workers): every
+// partition built once, whatever crashes; pause, cancel and re-enqueue.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { runCli } from './support/cli.ts';
+import { createTestDatabase, keepOnFailure } from './support/db.ts';
+import { createExampleSchema, firstGenerationRelease, workspace, writeRelease } from './support/fixtures.ts';
+import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
+
+const BIN = fileURLToPath(new URL('../apps/cli/bin/genfill.js', import.meta.url));
+const db = await createTestDatabase('worker');
+const queues = createTestQueues('worker');
+const env = { DATABASE_URL: db.url, REDIS_URL, GENFILL_QUEUE_PREFIX: queues.prefix, GENFILL_LOG_LEVEL: 'warn' };
+const cli = (...args: string[]) => runCli(args, env);
+const children = new Set<ChildProcess>();
+
+function worker(...args: string[]): ChildProcess {
+  const child = spawn(process.execPath, [BIN, 'worker', '--lock-duration', '1500', ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  child.stderr!.on('data', () => undefined);
+  children.add(child);
+  child.on('exit', () => children.delete(child));
+  return child;
+}
+
+function exited(child: ChildProcess): Promise<number | null> {
+  return child.exitCode !== null || child.signalCode !== null
+    ? Promise.resolve(child.exitCode)
+    : new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 60_000): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const one = async (sql: string, values: unknown[] = []) => (await db.pool.query(sql, values)).rows[0];
+const state = async (release: string) => (await one('SELECT state FROM genfill.releases WHERE id = $1', [release])).state as string;
+
+/** A first-generation release of its own dataset over `days` daily partitions from 2025-07-01. */
+async function release(id: string, dataset: string, days = 20): Promise<void> {
+  const r = firstGenerationRelease();
+  r.release = id;
+  r.dataset = dataset;
+  r.target.table = `public.${dataset}`;
+  r.range = { from: '2025-07-01T00:00:00Z', to: new Date(Date.UTC(2025, 6, 1 + days)).toISOString().replace('.000Z', 'Z') };
+  expect((await cli('release', 'submit', writeRelease(workspace(), r))).code).toBe(0);
+}
+
+/** The release's candidate holds exactly the transform of the source in range, once per key. */
+async function assertBuiltOnce(id: string, dataset: string): Promise<void> {
+  expect(await state(id)).toBe('BUILT');
+  const r = await one(
+    `SELECT (SELECT count(*) FROM genfill.partitions WHERE release = $1)::int AS parts,
+            (SELECT count(*) FROM genfill.receipts WHERE release = $1)::int AS receipts,
+            (SELECT count(DISTINCT partition) FROM genfill.receipts WHERE release = $1)::int AS receipted`,
+    [id],
+  );
+  expect(r.receipts).toBe(r.parts);
+  expect(r.receipted).toBe(r.parts);
+  const cand = `genfill_data."${dataset}__g1"`;
+  const rng = await one('SELECT lower(range) AS f, upper(range) AS t FROM genfill.releases WHERE id = $1', [id]);
+  const diff = await one(
+    `WITH want AS (SELECT o.order_id, o.created_at, o.region, o.amount_cents, round(o.amount_cents * coalesce(t.rate, 0))::bigint AS tax_cents
+                     FROM public.orders o LEFT JOIN public.tax_rates t ON t.region = o.region WHERE o.created_at >= $1 AND o.created_at < $2),
+          got AS (SELECT order_id, created_at, region, amount_cents, tax_cents FROM ${cand})
+     SELECT (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM got) a)::int AS missing,
+            (SELECT count(*) FROM (SELECT * FROM got EXCEPT ALL SELECT * FROM want) b)::int AS extra,
+            (SELECT count(*) FROM want)::int AS wanted`,
+    [rng.f, rng.t],
+  );
+  expect(diff).toEqual({ missing: 0, extra: 0, wanted: expect.any(Number) });
+  expect(diff.wanted).toBeGreaterThan(0);
+}
+
+beforeAll(async () => {
+  expect((await cli('migrate')).code).toBe(0);
+  await createExampleSchema(db.pool);
+  // Sixty days of orders, 250 a day, so a partition takes a moment to build.
+  await db.pool.query(`INSERT INTO public.orders (order_id, customer_id, region, created_at, amount_cents)
+    SELECT i, i % 101, (ARRAY['north', 'south', 'east', 'west'])[1 + i % 4], timestamptz '2025-07-01' + (i - 1) * interval '345.6 seconds', 100 + (i * 7919) % 50000
+      FROM generate_series(1, 15000) AS i`);
+});
+beforeEach(() => {
+  keepOnFailure(db);
+  keepQueuesOnFailure(queues);
+});
+afterAll(async () => {
+  for (const c of children) c.kill('SIGKILL');
+});
+
+describe('genfill worker', () => {
+  it('two worker processes build every partition once, and SIGTERM exits 0', async () => {
+    await release('two@1', 'orders_two');
+    expect((await cli('plan', 'two@1')).code).toBe(0);
+    const a = worker();
+    const b = worker();
+    await waitFor('two@1 BUILT', async () => (await state('two@1')) === 'BUILT');
+    a.kill('SIGTERM');
+    b.kill('SIGTERM');
+    expect(await exited(a)).toBe(0);
+    expect(await exited(b)).toBe(0);
+    await assertBuiltOnce('two@1', 'orders_two');
+    const by = await one(`SELECT count(DISTINCT leased_by)::int AS n FROM genfill.partitions WHERE release = 'two@1'`);
+    expect(by.n).toBe(2);
+  });
+
+  it('completes with one receipt per partition when workers are SIGKILLed mid-partition, again and again', async () => {
+    await release('kill@1', 'orders_kill', 30);
+    expect((await cli('plan', 'kill@1')).code).toBe(0);
+    for (let i = 0; i < 3; i++) {
+      const w = worker();
+      await waitFor(`a partition running on worker ${w.pid}`, async () =>
+        (await one(`SELECT count(*)::int AS n FROM genfill.partitions WHERE release = 'kill@1' AND status = 'RUNNING' AND leased_by LIKE $1`, [`%:${w.pid}`])).n > 0,
+      );
+      w.kill('SIGKILL');
+      await exited(w);
+    }
+    const last = worker();
+    await waitFor('kill@1 BUILT', async () => (await state('kill@1')) === 'BUILT', 90_000);
+    last.kill('SIGTERM');
+    await exited(last);
+    await assertBuiltOnce('kill@1', 'orders_kill');
+    const retried = await one(`SELECT count(*)::int AS n, max(attempt) AS max FROM genfill.partitions WHERE release = 'kill@1' AND attempt > 1`);
+    expect(retried.n).toBeGreaterThanOrEqual(1);
+  });
+
+  it('finishes after Redis lost every key mid-run once plan has re-derived the work', async () => {
+    await release('flush@1', 'orders_flush');
+    expect((await cli('plan', 'flush@1')).code).toBe(0);
+    const w = worker();
+    await waitFor('some partitions built', async () =>
+      (await one(`SELECT count(*)::int AS n FROM genfill.partitions WHERE release = 'flush@1' AND status = 'BUILT'`)).n >= 3,
+    );
+    await queues.clear();
+    expect((await cli('plan', 'flush@1')).code).toBe(0);
+    await waitFor('flush@1 BUILT', async () => (await state('flush@1')) === 'BUILT');
+    w.kill('SIGTERM');
+    await exited(w);
+    await assertBuiltOnce('flush@1', 'orders_flush');
+  });
+
+  it('starts no partition and spends no attempt after pause returns; resume completes every partition once', async () => {
+    await release('pause@1', 'orders_pause');
+    expect((await cli('plan', 'pause@1')).code).toBe(0);
+    const w = worker();
+    await waitFor('a partition built', async () =>
+      (await one(`SELECT count(*)::int AS n FROM genfill.partitions WHERE release = 'pause@1' AND status = 'BUILT'`)).n >= 1,
+    );
+    expect((await cli('pause', 'pause@1')).code).toBe(0);
+    const at = await one(`SELECT sum(attempt)::int AS attempts, count(*) FILTER (WHERE status = 'PENDING')::int AS pending FROM genfill.partitions WHERE release = 'pause@1'`);
+    // In-flight builds finish; nothing new is claimed. Watch the registry for a while.
+    const watchUntil = Date.now() + 2_500;
+    while (Date.now() < watchUntil) {
+      const now = await one(`SELECT sum(attempt)::int AS attempts, count(*) FILTER (WHERE status = 'PENDING')::int AS pending FROM genfill.partitions WHERE release = 'pause@1'`);
+      expect(now).toEqual(at);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(at.pending).toBeGreaterThan(0);
+    expect((await cli('resume', 'pause@1')).code).toBe(0);
+    await waitFor('pause@1 BUILT', async () => (await state('pause@1')) === 'BUILT');
+    w.kill('SIGTERM');
+    await exited(w);
+    await assertBuiltOnce('pause@1', 'orders_pause');
+  });
+
+  it('stops a cancelled release for good', async () => {
+    await release('cancel@1', 'orders_cancel');
+    expect((await cli('plan', 'cancel@1')).code).toBe(0);
+    expect((await cli('pause', 'cancel@1')).code).toBe(0);
+    const w = worker();
+    expect((await cli('cancel', 'cancel@1')).code).toBe(0);
+    const before = await one(`SELECT sum(attempt)::int AS a FROM genfill.partitions WHERE release = 'cancel@1'`);
+    expect((await cli('resume', 'cancel@1')).code).not.toBe(1);
+    const watchUntil = Date.now() + 2_000;
+    while (Date.now() < watchUntil) {
+      expect(await one(`SELECT sum(attempt)::int AS a FROM genfill.partitions WHERE release = 'cancel@1'`)).toEqual(before);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(await state('cancel@1')).toBe('CANCELLED');
+    w.kill('SIGTERM');
+    await exited(w);
+  });
+
+  it('re-enqueues partitions that failed for good once plan runs after the cause is fixed', async () => {
+    await release('retry@1', 'orders_retry', 5);
+    expect((await cli('plan', 'retry@1')).code).toBe(0);
+    await db.pool.query(`UPDATE public.tax_rates SET rate = 0.5 WHERE region = 'south'`);
+    const w = worker();
+    try {
+      await waitFor('every partition FAILED', async () =>
+        (await one(`SELECT count(*) FILTER (WHERE status = 'FAILED')::int AS n FROM genfill.partitions WHERE release = 'retry@1'`)).n === 5,
+      );
+      const failed = await one(`SELECT min(reason) AS r FROM genfill.partitions WHERE release = 'retry@1'`);
+      expect(failed.r).toBe('DEPENDENCY_CHANGED');
+    } finally {
+      await db.pool.query(`UPDATE public.tax_rates SET rate = 0.07 WHERE region = 'south'`);
+    }
+    const plan = await cli('plan', 'retry@1', '--json');
+    expect(plan.code).toBe(0);
+    await waitFor('retry@1 BUILT', async () => (await state('retry@1')) === 'BUILT');
+    w.kill('SIGTERM');
+    await exited(w);
+    await assertBuiltOnce('retry@1', 'orders_retry');
+    const epochs = await one(`SELECT min(enqueue_epoch)::int AS e FROM genfill.partitions WHERE release = 'retry@1'`);
+    expect(epochs.e).toBe(1);
+  });
+});

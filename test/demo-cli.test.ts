@@ -23,6 +23,12 @@ describe('genfill demo', () => {
     expect(out.submit.status).toBe('submitted');
     expect(out.plan).toMatchObject({ release: 'order-tax-fix@3', status: 'planned', state: 'BUILDING', partitions: 365 });
     expect(out.coverageProved).toBe(true);
+    // Two worker processes built the candidate: one receipt per partition, sums conserved.
+    expect(out.build).toMatchObject({ workers: 2, state: 'BUILT', failed: 0 });
+    expect(out.receipts).toMatchObject({ partitions: 365, receipts: 365, conservedEqual: true });
+    expect(out.receipts.rowsOut).toBe(out.receipts.rowsIn);
+    const cand = await db.pool.query(`SELECT count(*)::int AS n FROM genfill_data."orders_enriched__tax-fix-g3"`);
+    expect(cand.rows[0].n).toBe(out.receipts.rowsOut);
     const view = await db.pool.query('SELECT count(*)::int AS n FROM public.orders_enriched');
     expect(view.rows[0].n).toBe(out.orders.orders);
   });
@@ -36,6 +42,8 @@ describe('genfill demo', () => {
     expect(out.adopt.status).toBe('already-adopted');
     expect(out.submit.status).toBe('unchanged');
     expect(out.plan.status).toBe('already-planned');
+    expect(out.build).toBeNull();
+    expect(out.receipts.receipts).toBe(365);
     const after = await db.pool.query(`SELECT (SELECT count(*) FROM genfill.release_log)::int AS log, (SELECT count(*) FROM genfill.partitions)::int AS parts`);
     expect(after.rows[0]).toEqual(before.rows[0]);
   });

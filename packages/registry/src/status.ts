@@ -87,3 +87,52 @@ export async function releaseList(db: Db) {
     conn.release();
   }
 }
+
+/** What a release's current receipts add up to: the evidence summary of a build. */
+export async function receiptSummary(db: Db, release: string) {
+  const { rows } = await db.query<{
+    partitions: number;
+    receipts: number;
+    rows_in: string;
+    rows_out: string;
+    first_at: Date | null;
+    last_at: Date | null;
+    max_attempt: number | null;
+    retried: number;
+    conserved_equal: boolean | null;
+    timings: Record<string, number> | null;
+  }>(
+    `WITH cur AS (
+       SELECT r.* FROM genfill.receipts r
+        WHERE r.release = $1 AND NOT EXISTS (SELECT 1 FROM genfill.receipts s WHERE s.supersedes = r.id))
+     SELECT (SELECT count(*) FROM genfill.partitions WHERE release = $1)::int AS partitions,
+            (SELECT count(*) FROM cur)::int AS receipts,
+            (SELECT coalesce(sum(rows_in), 0) FROM cur)::text AS rows_in,
+            (SELECT coalesce(sum(rows_out), 0) FROM cur)::text AS rows_out,
+            (SELECT min(created_at) FROM cur) AS first_at,
+            (SELECT max(created_at) FROM cur) AS last_at,
+            (SELECT max(attempt) FROM cur) AS max_attempt,
+            (SELECT count(*) FROM cur WHERE attempt > 1)::int AS retried,
+            (SELECT bool_and(v->>'source' = v->>'candidate') FROM cur, jsonb_each(cur.conserved_sums) AS e(k, v)) AS conserved_equal,
+            (SELECT jsonb_object_agg(k, total) FROM (
+               SELECT k, round(sum(v::numeric)) AS total FROM cur, jsonb_each_text(cur.timings) AS t(k, v)
+                WHERE k <> 'deleted' GROUP BY k) s) AS timings`,
+    [release],
+  );
+  const r = rows[0]!;
+  return {
+    release,
+    partitions: r.partitions,
+    receipts: r.receipts,
+    rowsIn: Number(r.rows_in),
+    rowsOut: Number(r.rows_out),
+    firstAt: iso(r.first_at),
+    lastAt: iso(r.last_at),
+    maxAttempt: r.max_attempt ?? 0,
+    retriedPartitions: r.retried,
+    conservedEqual: r.conserved_equal,
+    /** Milliseconds summed over every receipt, per phase (claim, prepare, statement, fence, total). */
+    timingsMs: r.timings ?? {},
+  };
+}
+export type ReceiptSummary = Awaited<ReturnType<typeof receiptSummary>>;

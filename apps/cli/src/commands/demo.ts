@@ -5,10 +5,12 @@ import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { InvalidArgumentError, type Command } from 'commander';
+import { RefusedError } from '@genfill/contracts';
 import { adoptDataset, submitRelease, type PlanResult } from '@genfill/planner';
-import { migrate } from '@genfill/registry';
+import { migrate, receiptSummary, type ReceiptSummary } from '@genfill/registry';
 import type { Context } from '../context.ts';
 import { planWithDispatch } from '../dispatch.ts';
+import { buildWithWorkers, type DemoBuild } from '../demo/build.ts';
 import { writeAdoptTransform, writeDemoRelease } from '../demo/files.ts';
 import { seedDemo } from '../demo/seed.ts';
 import { json } from '../io.ts';
@@ -26,6 +28,25 @@ function parseRows(value: string): number {
 }
 
 const secs = (ms: number) => Math.round(ms / 100) / 10;
+
+function parseWorkers(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 16) throw new InvalidArgumentError('expected 1 to 16');
+  return n;
+}
+
+function describeReceipts(r: ReceiptSummary, build: DemoBuild | null): string {
+  const t = r.timingsMs;
+  const share = (k: string) => (t.total ? `${Math.round((100 * (t[k] ?? 0)) / t.total)}%` : '—');
+  const lines = [
+    `      receipts    ${r.receipts} of ${r.partitions} partitions; ${count(r.rowsIn)} source rows in, ${count(r.rowsOut)} rows out`,
+    `      attempts    max ${r.maxAttempt}; ${r.retriedPartitions} partition(s) needed more than one`,
+    `      conserved   ${r.conservedEqual === null ? 'none declared' : r.conservedEqual ? 'source and candidate sums equal in every receipt' : 'SUMS DIFFER'}`,
+    `      where time  statement ${share('statement')}, prepare ${share('prepare')}, claim ${share('claim')}, fence+receipt ${share('fence')} of ${count(Math.round((t.total ?? 0) / 1000))} worker-seconds`,
+  ];
+  if (build) lines.push(`      build       ${secs(build.seconds * 1000)}s with ${build.workers} workers: ${count(Math.round(r.rowsOut / Math.max(build.seconds, 0.001)))} rows/s`);
+  return lines.join('\n');
+}
 const count = (n: number) => n.toLocaleString('en-US');
 
 function coverageProved(plan: PlanResult): boolean {
@@ -39,8 +60,9 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .description('the whole story on a seeded dataset, then a summary; safe to run again')
     .option('--rows <n>', `orders to seed inside the release's year (at least ${MIN_ROWS})`, parseRows, 1_200_000)
     .option('--dir <path>', 'where the demo writes its release and transform files', '.genfill/demo')
+    .option('--workers <n>', 'worker processes that build the candidate', (v) => parseWorkers(v), 2)
     .option('--json', 'print one JSON object with every result instead of the story')
-    .action((opts: { rows: number; dir: string; json?: boolean }) =>
+    .action((opts: { rows: number; dir: string; workers: number; json?: boolean }) =>
       run(async (ctx) => {
         // With --json stdout carries the one object and nothing else.
         const say = (line: string) => (opts.json ? undefined : ctx.io.out(line));
@@ -59,10 +81,10 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         say(`genfill demo: release ${RELEASE} on a seeded orders dataset; files in ${dir}`);
 
         const migrated = await phase('migrate', () => migrate(ctx.rawDb()));
-        say(`[1/5] migrate: registry schema at version ${migrated.version} ${took('migrate')}`);
+        say(`[1/6] migrate: registry schema at version ${migrated.version} ${took('migrate')}`);
         const db = await ctx.db();
 
-        say(`[2/5] seed: ${count(opts.rows)} orders in the release's year, more outside it`);
+        say(`[2/6] seed: ${count(opts.rows)} orders in the release's year, more outside it`);
         const seeded = await phase('seed', () => seedDemo(db, { rows: opts.rows, log: (line) => say(`      ${line}`) }));
         say(`      ${seeded.seeded ? 'seeded' : 'already seeded'}: public.orders holds ${count(seeded.orders)} orders ${took('seed')}`);
 
@@ -80,19 +102,33 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
           }),
         );
         say(
-          `[3/5] adopt: ${adopted.status === 'adopted' ? 'adopted' : 'already adopted'} public.orders_enriched as ` +
+          `[3/6] adopt: ${adopted.status === 'adopted' ? 'adopted' : 'already adopted'} public.orders_enriched as ` +
             `${adopted.dataset} generation ${adopted.generation} (${count(adopted.rows)} rows) ${took('adopt')}`,
         );
 
         const releaseFile = writeDemoRelease(dir);
         const submitted = await phase('submit', () => submitRelease(releaseFile, db));
         say(
-          `[4/5] submit: ${submitted.status} ${submitted.release} (${submitted.partitions} partitions, digest ${submitted.digest}) ${took('submit')}`,
+          `[4/6] submit: ${submitted.status} ${submitted.release} (${submitted.partitions} partitions, digest ${submitted.digest}) ${took('submit')}`,
         );
 
         const plan = await phase('plan', () => planWithDispatch(ctx, RELEASE));
-        say(`[5/5] plan ${took('plan')}`);
+        say(`[5/6] plan ${took('plan')}`);
         say(describePlan(plan).replace(/^/gm, '      '));
+
+        // Two worker processes build the candidate; a second run finds it built already.
+        let build: DemoBuild | null = null;
+        if (plan.state === 'BUILDING') {
+          say(`[6/6] build: ${opts.workers} worker processes build ${RELEASE} into tax-fix-g3`);
+          build = await phase('build', () => buildWithWorkers(db, { release: RELEASE, workers: opts.workers, env: ctx.io.env, say: (l) => say(`      ${l}`) }));
+          if (build.state !== 'BUILT') {
+            throw new RefusedError(`the build stopped with ${build.failed} failed partition(s) and the release ${build.state}: see \`genfill status ${RELEASE}\``);
+          }
+        } else {
+          say(`[6/6] build: ${RELEASE} is ${plan.state} already`);
+        }
+        const receipts: ReceiptSummary = await receiptSummary(db, RELEASE);
+        say(describeReceipts(receipts, build));
 
         const total = secs(performance.now() - started);
         const proved = coverageProved(plan);
@@ -106,6 +142,8 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
             submit: submitted,
             plan,
             coverageProved: proved,
+            build,
+            receipts,
             phases,
             totalSeconds: total,
           });
@@ -116,7 +154,8 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
             'summary',
             `  orders      ${count(seeded.orders)} (${seeded.seeded ? `seeded in ${phases.seed}s` : 'seeded by an earlier run'})`,
             `  adopted     ${adopted.generation}: ${count(adopted.rows)} rows of public.orders_enriched`,
-            `  release     ${plan.release} is ${plan.state}`,
+            `  release     ${plan.release} is ${receipts.receipts === receipts.partitions ? 'BUILT' : plan.state}`,
+            `  receipts    ${receipts.receipts}/${receipts.partitions}, ${count(receipts.rowsOut)} rows, conserved sums ${receipts.conservedEqual ? 'equal' : 'DIFFER'}`,
             `  partitions  ${plan.partitions}, coverage ${proved ? 'proved' : 'FAILED'}`,
             `  time        ${phaseList}; total ${total}s`,
           ].join('\n'),

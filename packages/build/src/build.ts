@@ -3,8 +3,8 @@
 // receipt that completes the manifest moves the release to BUILDING → BUILT in the same
 // transaction. A fenced or failed build writes nothing.
 import { PartitionFailedError, RefusedError, StaleLeaseError } from '@genfill/contracts';
-import { dataColumns, dependencyPins, getRelease, getTransformSql, withTransaction, type Conn, type Db } from '@genfill/registry';
-import { buildStatement, deleteRangeStatement, type DependencyColumns } from './statement.ts';
+import { dataColumns, dependencyPins, getRelease, getTransformSql, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
+import { buildStatement, deleteRangeStatement, type BuildStatementInput, type DependencyColumns } from './statement.ts';
 
 export interface BuildResult {
   receiptId: string;
@@ -45,6 +45,54 @@ async function timeType(conn: Conn, table: string, column: string): Promise<stri
   return rows[0].t;
 }
 
+interface ReleasePlan {
+  release: ReleaseRow;
+  pins: { relation: string; row_count: string; content_hash: string }[];
+  deps: DependencyColumns[];
+  base: Omit<BuildStatementInput, 'lower' | 'upper'>;
+}
+
+// What a build needs of its release is immutable once planned (the release, its transform,
+// the pins, the target's columns), so a worker reads it once per release, not per partition.
+const plans = new WeakMap<Db, Map<string, Promise<ReleasePlan>>>();
+
+function releasePlan(db: Db, conn: Conn, id: string): Promise<ReleasePlan> {
+  let byRelease = plans.get(db);
+  if (!byRelease) plans.set(db, (byRelease = new Map()));
+  let p = byRelease.get(id);
+  if (!p) {
+    p = loadReleasePlan(conn, id);
+    byRelease.set(id, p);
+    p.catch(() => byRelease!.delete(id));
+  }
+  return p;
+}
+
+async function loadReleasePlan(conn: Conn, id: string): Promise<ReleasePlan> {
+  const release = await getRelease(conn, id);
+  const spec = release.spec;
+  const pins = await dependencyPins(conn, id);
+  const deps = await dependencyColumns(conn, pins.map((p) => p.relation));
+  return {
+    release,
+    pins,
+    deps,
+    base: {
+      dataset: release.dataset,
+      generation: release.generation,
+      sourceTable: spec.source.table,
+      key: spec.source.key,
+      time: spec.source.time,
+      timeType: await timeType(conn, spec.source.table, spec.source.time),
+      timezone: release.timezone,
+      transformSql: await getTransformSql(conn, release.transform_digest),
+      columns: (await dataColumns(conn, release.dataset)).map((c) => c.name),
+      conserved: spec.reconcile.conserved,
+      dependencies: pins.map((p) => p.relation),
+    },
+  };
+}
+
 /** The partition's current receipt: the one no other receipt supersedes. */
 export async function currentReceipt(conn: Conn, release: string, partition: string): Promise<string | null> {
   const { rows } = await conn.query<{ id: string }>(
@@ -67,32 +115,17 @@ export async function buildPartition(
 
   return withTransaction(db, async (conn) => {
     let t = performance.now();
-    const release = await getRelease(conn, q.release);
+    const plan = await releasePlan(db, conn, q.release);
     const { rows: parts } = await conn.query<{ lower: Date; upper: Date; attempt: number; status: string }>(
       'SELECT lower, upper, attempt, status FROM genfill.partitions WHERE release = $1 AND id = $2',
       [q.release, q.partition],
     );
     const part = parts[0];
     if (!part || part.attempt !== q.attempt || part.status !== 'RUNNING') throw new StaleLeaseError(q.release, q.partition, q.attempt);
+    const { release, pins, deps, base } = plan;
     const spec = release.spec;
-    const pins = await dependencyPins(conn, q.release);
-    const deps = await dependencyColumns(conn, pins.map((p) => p.relation));
-    const input = {
-      dataset: release.dataset,
-      generation: release.generation,
-      sourceTable: spec.source.table,
-      key: spec.source.key,
-      time: spec.source.time,
-      timeType: await timeType(conn, spec.source.table, spec.source.time),
-      timezone: release.timezone,
-      lower: part.lower,
-      upper: part.upper,
-      transformSql: await getTransformSql(conn, release.transform_digest),
-      columns: (await dataColumns(conn, release.dataset)).map((c) => c.name),
-      conserved: spec.reconcile.conserved,
-      dependencies: pins.map((p) => p.relation),
-    };
-    const statement = buildStatement(input, deps);
+    const input = { ...base, lower: part.lower, upper: part.upper };
+    const statement = buildStatement(input, deps, 'fast');
     // A repair replaces exactly this partition's rows; the superseded receipt stays.
     const superseded = q.repair ? await currentReceipt(conn, q.release, q.partition) : null;
     if (q.repair) timings.deleted = (await conn.query(deleteRangeStatement(input))).rowCount ?? 0;
@@ -100,14 +133,25 @@ export async function buildPartition(
 
     t = performance.now();
     let r: Record<string, string | string[] | null>;
+    const transformFailure = (err: unknown) =>
+      isTransformError((err as { code?: string }).code)
+        ? new PartitionFailedError(q.release, q.partition, 'TRANSFORM_ERROR', { sqlstate: (err as { code?: string }).code, message: (err as Error).message }, (err as Error).message)
+        : err;
     try {
+      await conn.query('SAVEPOINT fast_build');
       r = (await conn.query(statement)).rows[0];
+      await conn.query('RELEASE SAVEPOINT fast_build');
     } catch (err) {
-      const code = (err as { code?: string }).code;
-      if (isTransformError(code)) {
-        throw new PartitionFailedError(q.release, q.partition, 'TRANSFORM_ERROR', { sqlstate: code, message: (err as Error).message }, (err as Error).message);
+      if ((err as { code?: string }).code !== '23505') throw transformFailure(err);
+      // A key written twice: either the transform fans out (the safe shape names the keys
+      // and refuses) or the candidate already holds a newer row for a key (it keeps it).
+      await conn.query('ROLLBACK TO SAVEPOINT fast_build');
+      timings.safePath = 1;
+      try {
+        r = (await conn.query(buildStatement(input, deps, 'safe'))).rows[0];
+      } catch (err2) {
+        throw transformFailure(err2);
       }
-      throw err;
     }
     lap('statement', t);
 

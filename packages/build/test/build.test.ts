@@ -110,6 +110,22 @@ describe('claim and build', () => {
   });
 });
 
+describe('a candidate that already holds a key', () => {
+  it('keeps the newer row an event wrote and builds the rest of the partition', async () => {
+    await building('held@1', { from: '2025-07-01T00:00:00Z', to: '2025-07-02T00:00:00Z', dataset: 'orders_held' });
+    await db.query(`INSERT INTO genfill_data.orders_held__g1 (generation, order_id, created_at, region, amount_cents, tax_cents, _gf_rev)
+                    VALUES ('g1', 5, '2025-07-01T00:28:00Z', 'north', 1, 1, 42)`);
+    const c = (await claim('held@1', 'b-20250701T000000Z')) as { attempt: number };
+    const res = await buildPartition(db, { release: 'held@1', partition: 'b-20250701T000000Z', attempt: c.attempt });
+    expect(res.timings.safePath).toBe(1);
+    expect(res.inserted).toBe(res.rowsOut - 1);
+    const kept = (await db.query(`SELECT amount_cents, _gf_rev FROM genfill_data.orders_held__g1 WHERE order_id = 5`)).rows;
+    expect(kept).toEqual([{ amount_cents: '1', _gf_rev: '42' }]);
+    const n = await count(`SELECT count(*) AS n FROM genfill_data.orders_held__g1`);
+    expect(n).toBe(res.rowsOut);
+  });
+});
+
 describe('watermarks', () => {
   it('records the statement snapshot: a transaction in flight during the build is neither in the rows nor visible in the watermark', async () => {
     await building('watermark@1', { from: '2025-07-01T00:00:00Z', to: '2025-07-02T00:00:00Z', dataset: 'orders_wm' });

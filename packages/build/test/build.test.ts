@@ -126,6 +126,39 @@ describe('a candidate that already holds a key', () => {
   });
 });
 
+describe('a crash between the rows and the receipt', () => {
+  it('leaves neither: the backend killed after inserting, before its receipt, committed nothing', async () => {
+    await building('crash@1', { from: '2025-07-01T00:00:00Z', to: '2025-07-02T00:00:00Z', dataset: 'orders_crash' });
+    const c = (await claim('crash@1', 'b-20250701T000000Z')) as { attempt: number };
+    // Hold the release row so the build stops right after its statement wrote the rows.
+    const holder = new pg.Client({ connectionString: tdb.url });
+    await holder.connect();
+    await holder.query('BEGIN');
+    await holder.query(`SELECT 1 FROM genfill.releases WHERE id = 'crash@1' FOR UPDATE`);
+    const victim = createPool({ DATABASE_URL: tdb.url } as never, 'crash-victim', 1);
+    const build = buildPartition(victim, { release: 'crash@1', partition: 'b-20250701T000000Z', attempt: c.attempt }).catch((e) => e);
+    const pid = await (async () => {
+      for (;;) {
+        const { rows } = await db.query(
+          `SELECT pid FROM pg_stat_activity WHERE application_name = 'crash-victim' AND wait_event_type = 'Lock' AND query LIKE '%FOR NO KEY UPDATE%'`,
+        );
+        if (rows[0]) return rows[0].pid as number;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    // The rows are written but not committed: the crash comes now.
+    await db.query('SELECT pg_terminate_backend($1)', [pid]);
+    expect(await build).toBeInstanceOf(Error);
+    await holder.query('ROLLBACK');
+    await holder.end();
+    await victim.end().catch(() => undefined);
+    expect(await count(`SELECT count(*) AS n FROM genfill_data.orders_crash__g1`)).toBe(0);
+    expect(await count(`SELECT count(*) AS n FROM genfill.receipts WHERE release = 'crash@1'`)).toBe(0);
+    const p = (await db.query(`SELECT status, attempt FROM genfill.partitions WHERE release = 'crash@1'`)).rows[0];
+    expect(p).toEqual({ status: 'RUNNING', attempt: c.attempt });
+  });
+});
+
 describe('watermarks', () => {
   it('records the statement snapshot: a transaction in flight during the build is neither in the rows nor visible in the watermark', async () => {
     await building('watermark@1', { from: '2025-07-01T00:00:00Z', to: '2025-07-02T00:00:00Z', dataset: 'orders_wm' });

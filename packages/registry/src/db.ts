@@ -31,15 +31,22 @@ export async function withTransaction<T>(
   isolation: Isolation = 'READ COMMITTED',
 ): Promise<T> {
   const conn = await db.connect();
+  // A backend that dies mid-transaction (terminated, network cut) makes the client emit
+  // 'error' besides rejecting the query; the rejection is what we act on.
+  const ignore = () => undefined;
+  conn.on('error', ignore);
+  let broken: Error | undefined;
   try {
     await conn.query(`BEGIN ISOLATION LEVEL ${isolation}`);
     const result = await fn(conn);
     await conn.query('COMMIT');
     return result;
   } catch (err) {
-    await conn.query('ROLLBACK').catch(() => undefined);
+    await conn.query('ROLLBACK').catch((e: Error) => (broken = e));
     throw err;
   } finally {
-    conn.release();
+    conn.off('error', ignore);
+    // A client whose ROLLBACK failed is not reusable: destroy it rather than pool it.
+    conn.release(broken);
   }
 }

@@ -32,7 +32,7 @@ function exited(child: ChildProcess): Promise<number | null> {
     : new Promise((resolve) => child.once('exit', (code) => resolve(code)));
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 60_000): Promise<T> {
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 120_000): Promise<T> {
   const until = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();
@@ -97,7 +97,8 @@ afterAll(async () => {
   for (const c of children) c.kill('SIGKILL');
 });
 
-describe('genfill worker', () => {
+// Real processes on a shared 2-core machine: generous limits; each wait is on registry state.
+describe('genfill worker', { timeout: 150_000 }, () => {
   it('two worker processes build every partition once, and SIGTERM exits 0', async () => {
     await release('two@1', 'orders_two');
     expect((await cli('plan', 'two@1')).code).toBe(0);
@@ -111,6 +112,12 @@ describe('genfill worker', () => {
     await assertBuiltOnce('two@1', 'orders_two');
     const by = await one(`SELECT count(DISTINCT leased_by)::int AS n FROM genfill.partitions WHERE release = 'two@1'`);
     expect(by.n).toBe(2);
+    // status --json carries each partition's state, attempt, rows, roots, timings and reason.
+    const st = JSON.parse((await cli('status', 'two@1', '--json')).stdout);
+    const p0 = st.partitions[0];
+    expect(p0).toMatchObject({ status: 'BUILT', attempt: 1, reason: null, receipt: { kind: 'build', rowsOut: expect.any(Number), keyRoot: expect.stringMatching(/^\d+$/), rowRoot: expect.stringMatching(/^\d+$/) } });
+    expect(p0.receipt.rowsOut).toBe(p0.receipt.rowsIn);
+    expect(Object.keys(p0.receipt.timingsMs)).toEqual(expect.arrayContaining(['claim', 'statement', 'fence', 'total']));
   });
 
   it('completes with one receipt per partition when workers are SIGKILLed mid-partition, again and again', async () => {
@@ -201,6 +208,9 @@ describe('genfill worker', () => {
       );
       const failed = await one(`SELECT min(reason) AS r FROM genfill.partitions WHERE release = 'retry@1'`);
       expect(failed.r).toBe('DEPENDENCY_CHANGED');
+      const st = JSON.parse((await cli('status', 'retry@1', '--json')).stdout);
+      expect(st.partitions[0]).toMatchObject({ status: 'FAILED', reason: 'DEPENDENCY_CHANGED', receipt: null });
+      expect(st.partitions[0].evidence.changed[0].relation).toBe('public.tax_rates');
     } finally {
       await db.pool.query(`UPDATE public.tax_rates SET rate = 0.07 WHERE region = 'south'`);
     }

@@ -12,7 +12,10 @@ export interface PartitionRow {
   attempt: number;
   est_rows: string | null;
   reason: string | null;
+  evidence: unknown;
   updated_at: Date;
+  /** From the partition's current receipt (the one no repair superseded), when built. */
+  receipt: { id: string; rows_in: string; rows_out: string; key_root: string; row_root: string; watermark: string; timings: Record<string, number>; kind: string } | null;
 }
 
 export async function insertPartitions(conn: Conn, release: string, parts: GridPartition[]): Promise<void> {
@@ -75,8 +78,14 @@ export async function findManifest(conn: Conn, release: string): Promise<Manifes
 
 export async function listPartitions(conn: Conn, release: string): Promise<PartitionRow[]> {
   const { rows } = await conn.query<PartitionRow>(
-    `SELECT release, id, seq, kind, lower, upper, status, attempt, est_rows, reason, updated_at
-       FROM genfill.partitions WHERE release = $1 ORDER BY seq`,
+    `SELECT p.release, p.id, p.seq, p.kind, p.lower, p.upper, p.status, p.attempt, p.est_rows, p.reason, p.evidence, p.updated_at,
+            (SELECT jsonb_build_object('id', r.id::text, 'rows_in', r.rows_in::text, 'rows_out', r.rows_out::text,
+                                       'key_root', r.key_root::text, 'row_root', r.row_root::text,
+                                       'watermark', r.watermark::text, 'timings', r.timings, 'kind', r.kind)
+               FROM genfill.receipts r
+              WHERE r.release = p.release AND r.partition = p.id
+                AND NOT EXISTS (SELECT 1 FROM genfill.receipts s WHERE s.supersedes = r.id)) AS receipt
+       FROM genfill.partitions p WHERE p.release = $1 ORDER BY p.seq`,
     [release],
   );
   return rows;

@@ -51,7 +51,20 @@ export async function releaseStatus(db: Db, id: string) {
           attempt: p.attempt,
           estRows: p.est_rows === null ? null : Number(p.est_rows),
           reason: p.reason,
+          evidence: p.evidence,
           updatedAt: iso(p.updated_at),
+          receipt: p.receipt
+            ? {
+                id: p.receipt.id,
+                kind: p.receipt.kind,
+                rowsIn: Number(p.receipt.rows_in),
+                rowsOut: Number(p.receipt.rows_out),
+                keyRoot: p.receipt.key_root,
+                rowRoot: p.receipt.row_root,
+                watermark: p.receipt.watermark,
+                timingsMs: p.receipt.timings,
+              }
+            : null,
         })),
         history: (await releaseLog(conn, id)).map((l) => ({
           action: l.action,

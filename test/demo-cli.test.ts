@@ -29,6 +29,9 @@ describe('genfill demo', () => {
     expect(out.receipts.rowsOut).toBe(out.receipts.rowsIn);
     const cand = await db.pool.query(`SELECT count(*)::int AS n FROM genfill_data."orders_enriched__tax-fix-g3"`);
     expect(cand.rows[0].n).toBe(out.receipts.rowsOut);
+    // The reconciler proved it and a second role approved it.
+    expect(out.reconciliation).toMatchObject({ state: 'RECONCILED', findings: { count: 0 } });
+    expect(out.approval).toMatchObject({ outcome: 'approved', principal: 'genfill_demo_approver', state: 'APPROVED' });
     const view = await db.pool.query('SELECT count(*)::int AS n FROM public.orders_enriched');
     expect(view.rows[0].n).toBe(out.orders.orders);
   });
@@ -43,6 +46,8 @@ describe('genfill demo', () => {
     expect(out.submit.status).toBe('unchanged');
     expect(out.plan.status).toBe('already-planned');
     expect(out.build).toBeNull();
+    expect(out.reconciliation).toBeNull();
+    expect(out.approval).toMatchObject({ outcome: 'already-approved', state: 'APPROVED' });
     expect(out.receipts.receipts).toBe(365);
     const after = await db.pool.query(`SELECT (SELECT count(*) FROM genfill.release_log)::int AS log, (SELECT count(*) FROM genfill.partitions)::int AS parts`);
     expect(after.rows[0]).toEqual(before.rows[0]);

@@ -68,8 +68,10 @@ export function partitionsFromFindings(text: string, file: string): string[] {
     if (line.trim() === '') return;
     try {
       const f = JSON.parse(line) as { partition?: unknown };
+      // Release-wide findings (coverage, a changed dependency) name no partition: a rebuild
+      // of one cannot fix them, so they are not repair's to act on.
       if (typeof f.partition === 'string') out.add(f.partition);
-      else problems.push({ path: `${file}:${i + 1}`, message: 'a finding without a partition' });
+      else if (f.partition !== null) problems.push({ path: `${file}:${i + 1}`, message: 'a finding whose partition is neither a string nor null' });
     } catch {
       problems.push({ path: `${file}:${i + 1}`, message: 'not a JSON line' });
     }

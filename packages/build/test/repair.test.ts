@@ -74,7 +74,7 @@ describe('repair', () => {
   });
 
   it('reads the partitions to repair from a findings file and names bad lines', () => {
-    const text = ['{"partition":"b-1","key":{"order_id":1},"kind":"missing"}', '{"partition":"b-2","kind":"extra"}', '{"partition":"b-1","kind":"value"}', ''].join('\n');
+    const text = ['{"partition":"b-1","key":{"order_id":1},"kind":"missing"}', '{"partition":"b-2","kind":"extra"}', '{"partition":"b-1","kind":"value"}', '{"partition":null,"kind":"coverage"}', ''].join('\n');
     expect(partitionsFromFindings(text, 'f.ndjson').sort()).toEqual(['b-1', 'b-2']);
     expect(() => partitionsFromFindings('{"kind":"x"}\nnope', 'f.ndjson')).toThrow(InvalidInputError);
   });

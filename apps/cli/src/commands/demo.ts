@@ -5,9 +5,10 @@ import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { InvalidArgumentError, type Command } from 'commander';
-import { RefusedError } from '@genfill/contracts';
+import { ReconciliationRequiredError, RefusedError } from '@genfill/contracts';
 import { adoptDataset, submitRelease, type PlanResult } from '@genfill/planner';
-import { migrate, receiptSummary, type ReceiptSummary } from '@genfill/registry';
+import { createPool, migrate, receiptSummary, type Db, type ReceiptSummary } from '@genfill/registry';
+import { approveRelease, reconcile, type ApproveResult, type ReconcileResult } from '@genfill/reconcile';
 import type { Context } from '../context.ts';
 import { planWithDispatch } from '../dispatch.ts';
 import { buildWithWorkers, type DemoBuild } from '../demo/build.ts';
@@ -15,6 +16,7 @@ import { writeAdoptTransform, writeDemoRelease } from '../demo/files.ts';
 import { seedDemo } from '../demo/seed.ts';
 import { json } from '../io.ts';
 import { describePlan } from './plan.ts';
+import { describeReconciliation } from './reconcile.ts';
 
 const RELEASE = 'order-tax-fix@3';
 const MIN_ROWS = 1000;
@@ -33,6 +35,33 @@ function parseWorkers(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1 || n > 16) throw new InvalidArgumentError('expected 1 to 16');
   return n;
+}
+
+const DEMO_APPROVER = 'genfill_demo_approver';
+
+/**
+ * Approval is never the submitter's: the demo approves through a second login role, made a
+ * member of genfill_approver (this needs CREATEROLE, as the demo's other setup does).
+ */
+async function approveAsSecondRole(ctx: Context, db: Db): Promise<ApproveResult> {
+  await db.query(
+    `DO $$ BEGIN CREATE ROLE ${DEMO_APPROVER} LOGIN IN ROLE genfill_approver;
+       EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`,
+  );
+  const url = new URL(ctx.config.DATABASE_URL);
+  url.username = DEMO_APPROVER;
+  url.password = '';
+  const approver = createPool({ ...ctx.config, DATABASE_URL: url.toString() }, 'genfill-demo-approver', 1);
+  try {
+    return await approveRelease(approver, RELEASE);
+  } catch (err) {
+    if ((err as { code?: string }).code === '28000' || (err as { code?: string }).code === '28P01') {
+      throw new RefusedError(`the demo could not log in as ${DEMO_APPROVER} to approve (${(err as Error).message}): allow it in pg_hba.conf or approve with \`genfill approve ${RELEASE}\` as another role`);
+    }
+    throw err;
+  } finally {
+    await approver.end();
+  }
 }
 
 function describeReceipts(r: ReceiptSummary, build: DemoBuild | null): string {
@@ -81,10 +110,10 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         say(`genfill demo: release ${RELEASE} on a seeded orders dataset; files in ${dir}`);
 
         const migrated = await phase('migrate', () => migrate(ctx.rawDb()));
-        say(`[1/6] migrate: registry schema at version ${migrated.version} ${took('migrate')}`);
+        say(`[1/8] migrate: registry schema at version ${migrated.version} ${took('migrate')}`);
         const db = await ctx.db();
 
-        say(`[2/6] seed: ${count(opts.rows)} orders in the release's year, more outside it`);
+        say(`[2/8] seed: ${count(opts.rows)} orders in the release's year, more outside it`);
         const seeded = await phase('seed', () => seedDemo(db, { rows: opts.rows, log: (line) => say(`      ${line}`) }));
         say(`      ${seeded.seeded ? 'seeded' : 'already seeded'}: public.orders holds ${count(seeded.orders)} orders ${took('seed')}`);
 
@@ -102,33 +131,49 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
           }),
         );
         say(
-          `[3/6] adopt: ${adopted.status === 'adopted' ? 'adopted' : 'already adopted'} public.orders_enriched as ` +
+          `[3/8] adopt: ${adopted.status === 'adopted' ? 'adopted' : 'already adopted'} public.orders_enriched as ` +
             `${adopted.dataset} generation ${adopted.generation} (${count(adopted.rows)} rows) ${took('adopt')}`,
         );
 
         const releaseFile = writeDemoRelease(dir);
         const submitted = await phase('submit', () => submitRelease(releaseFile, db));
         say(
-          `[4/6] submit: ${submitted.status} ${submitted.release} (${submitted.partitions} partitions, digest ${submitted.digest}) ${took('submit')}`,
+          `[4/8] submit: ${submitted.status} ${submitted.release} (${submitted.partitions} partitions, digest ${submitted.digest}) ${took('submit')}`,
         );
 
         const plan = await phase('plan', () => planWithDispatch(ctx, RELEASE));
-        say(`[5/6] plan ${took('plan')}`);
+        say(`[5/8] plan ${took('plan')}`);
         say(describePlan(plan).replace(/^/gm, '      '));
 
         // Two worker processes build the candidate; a second run finds it built already.
         let build: DemoBuild | null = null;
         if (plan.state === 'BUILDING') {
-          say(`[6/6] build: ${opts.workers} worker processes build ${RELEASE} into tax-fix-g3`);
+          say(`[6/8] build: ${opts.workers} worker processes build ${RELEASE} into tax-fix-g3`);
           build = await phase('build', () => buildWithWorkers(db, { release: RELEASE, workers: opts.workers, env: ctx.io.env, say: (l) => say(`      ${l}`) }));
           if (build.state !== 'BUILT') {
             throw new RefusedError(`the build stopped with ${build.failed} failed partition(s) and the release ${build.state}: see \`genfill status ${RELEASE}\``);
           }
         } else {
-          say(`[6/6] build: ${RELEASE} is ${plan.state} already`);
+          say(`[6/8] build: ${RELEASE} is ${plan.state} already`);
         }
         const receipts: ReceiptSummary = await receiptSummary(db, RELEASE);
         say(describeReceipts(receipts, build));
+
+        // The reconciler proves the candidate with its own queries; a second role approves.
+        let reconciliation: ReconcileResult | null = null;
+        const before = (await db.query<{ state: string }>('SELECT state FROM genfill.releases WHERE id = $1', [RELEASE])).rows[0]!.state;
+        if (before === 'BUILT' || before === 'RECONCILED') {
+          reconciliation = await phase('reconcile', () => reconcile(db, RELEASE, { findingsDir: dir }));
+          say(`[7/8] reconcile ${took('reconcile')}`);
+          say(describeReconciliation(reconciliation).replace(/^/gm, '      '));
+          if (reconciliation.state !== 'RECONCILED') {
+            throw new ReconciliationRequiredError(`${RELEASE} is RECONCILIATION_REQUIRED: findings in ${reconciliation.findings.path}`);
+          }
+        } else {
+          say(`[7/8] reconcile: ${RELEASE} is ${before} already`);
+        }
+        const approval = await phase('approve', () => approveAsSecondRole(ctx, db));
+        say(`[8/8] approve as ${approval.principal}: ${approval.outcome}, ${approval.approvals}/${approval.required} → ${approval.state} ${took('approve')}`);
 
         const total = secs(performance.now() - started);
         const proved = coverageProved(plan);
@@ -144,6 +189,8 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
             coverageProved: proved,
             build,
             receipts,
+            reconciliation,
+            approval,
             phases,
             totalSeconds: total,
           });
@@ -154,9 +201,10 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
             'summary',
             `  orders      ${count(seeded.orders)} (${seeded.seeded ? `seeded in ${phases.seed}s` : 'seeded by an earlier run'})`,
             `  adopted     ${adopted.generation}: ${count(adopted.rows)} rows of public.orders_enriched`,
-            `  release     ${plan.release} is ${receipts.receipts === receipts.partitions ? 'BUILT' : plan.state}`,
             `  receipts    ${receipts.receipts}/${receipts.partitions}, ${count(receipts.rowsOut)} rows, conserved sums ${receipts.conservedEqual ? 'equal' : 'DIFFER'}`,
             `  partitions  ${plan.partitions}, coverage ${proved ? 'proved' : 'FAILED'}`,
+            `  reconciled  ${reconciliation ? `#${reconciliation.id}: ${reconciliation.state}, ${reconciliation.findings.count} findings` : 'by an earlier run'}`,
+            `  approved    by ${approval.principal} (${approval.approvals}/${approval.required}); release ${approval.state}`,
             `  time        ${phaseList}; total ${total}s`,
           ].join('\n'),
         );

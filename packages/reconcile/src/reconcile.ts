@@ -1,0 +1,210 @@
+// `genfill reconcile <release>`: prove or refuse a built candidate (SPEC invariant 10) with
+// the reconciler's own queries, all in one snapshot, then store the verdict under an id and
+// move the release. The order of work:
+//   1. load the release, manifest, receipts and pins; refuse outside BUILT/RECONCILED;
+//   2. closure + coverage proof re-derived; dependencies recomputed;
+//   3. aggregate passes side by side: candidate (+ old generation join) | source, dual compute;
+//   4. per partition: receipt vs recomputed, stored vs dual, conserved sums;
+//   5. bisection of the partitions whose rows differ, and the key listings;
+//   6. verdict, stored and CASed in one fenced transaction with the findings file.
+import { performance } from 'node:perf_hooks';
+import { InvalidInputError, RefusedError, type ReleaseState } from '@genfill/contracts';
+import type { Logger } from '@genfill/observability';
+import type { Db } from '@genfill/registry';
+import { Bisector, type BisectResult } from './bisect.ts';
+import { checkOutside, comparePartitions, type PartitionCheck } from './compare.ts';
+import { FindingsWriter, findingsDirOf, type Finding, type FindingKind } from './findings.ts';
+import { listConserved, listOldDiffs, listStrays } from './listing.ts';
+import { checkClosure, checkDependencies } from './manifest.ts';
+import { candidatePass, dualPass, hasEnvelope, oldPass, sourcePass, type CandidateBucket, type DualBucket, type OldBucket, type SourceBucket } from './passes.ts';
+import { onConnections, openSnapshot } from './snapshot.ts';
+import { storeReconciliation, type Verdict } from './store.ts';
+import { buildPartitions, loadSubject } from './subject.ts';
+import { summarize, type ReconcileSummary, type RowsRead } from './summary.ts';
+
+export interface ReconcileOptions {
+  /** Where the findings NDJSON goes; default ./reconcile-<release>-<id>.ndjson in findingsDir. */
+  findingsOut?: string;
+  /** Directory of the default findings file; default the working directory. */
+  findingsDir?: string;
+  /** Connections sharing the snapshot (the passes run side by side); default 2. */
+  connections?: number;
+  /** Bisection compares rows once a key range holds at most this many (both sides); default 256. */
+  leafRows?: number;
+  /** work_mem of the reconciler's transactions; default 256MB. */
+  workMem?: string;
+  /**
+   * Parallel workers each pass may use (max_parallel_workers_per_gather); default the
+   * server's. The passes already run on `connections` connections side by side: on a machine
+   * with few cores, 0 avoids more processes than cores.
+   */
+  workersPerPass?: number;
+  /** How many findings the result carries for printing; the file has all. Default 20. */
+  firstFindings?: number;
+  log?: Logger;
+}
+
+export interface ReconcileResult {
+  id: string;
+  release: string;
+  /** The state the release was in. */
+  from: ReleaseState;
+  state: Verdict;
+  /** False when a RECONCILED release passed again: a new reconciliation, no state change. */
+  transition: boolean;
+  snapshot: string;
+  findings: { count: number; byKind: Partial<Record<FindingKind, number>>; path: string; first: Finding[] };
+  summary: ReconcileSummary;
+}
+
+const ms = (t: number) => Math.round((performance.now() - t) * 10) / 10;
+
+export async function reconcile(db: Db, releaseId: string, opts: ReconcileOptions = {}): Promise<ReconcileResult> {
+  const started = performance.now();
+  const timings: Record<string, number> = {};
+  const timed = async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
+    const t = performance.now();
+    try {
+      return await fn();
+    } finally {
+      timings[name] = ms(t);
+    }
+  };
+  const log = opts.log?.child({ release: releaseId });
+  const session = await openSnapshot(db, {
+    connections: Math.max(1, opts.connections ?? 2),
+    workMem: opts.workMem ?? '256MB',
+    workersPerPass: opts.workersPerPass,
+  });
+  let writer: FindingsWriter | undefined;
+  try {
+    const s = await timed('load', () => loadSubject(session.primary, releaseId));
+    const dir = opts.findingsOut ? findingsDirOf(opts.findingsOut) : (opts.findingsDir ?? process.cwd());
+    writer = await createWriter(dir, opts);
+    const w = writer;
+
+    const closure = checkClosure(s, w);
+    const dependencies = await timed('dependencies', () => checkDependencies(session.primary, s, w));
+    const build = buildPartitions(s);
+    // Longest first: the old-vs-new join and the dual compute each take a connection, the
+    // candidate and source passes follow on whichever frees up first.
+    const [old, dual, candidate, source] = await onConnections<[OldBucket[], DualBucket[], CandidateBucket[], SourceBucket[]]>(session, [
+      (c) => timed('old', () => oldPass(c, s, build)),
+      (c) => timed('dual', () => dualPass(c, s, build)),
+      (c) => timed('candidate', () => candidatePass(c, s, build)),
+      (c) => timed('source', () => sourcePass(c, s, build)),
+    ]);
+    const passes = { candidate, source, dual, old };
+    log?.debug({ timings }, 'aggregate passes done');
+
+    const t = performance.now();
+    const checks = comparePartitions(s, build, passes, w);
+    checkOutside(passes, w);
+    timings.compare = ms(t);
+
+    const bisected = await timed('bisection', () => bisectAll(session, s, checks, passes, opts.leafRows ?? 256));
+    for (const r of bisected) for (const f of r.findings) w.add(f);
+    await w.drain();
+
+    await timed('listings', async () => {
+      const oldDiffs = passes.old.reduce((a, b) => a + b.missing + b.extra + unexpectedChanges(s.expectedDiff, b.changed), 0n);
+      const strays = passes.candidate.reduce((a, b) => a + b.tombstones + b.nullTime, 0n);
+      if (oldDiffs > 0n) await listOldDiffs(session.primary, s, build, w);
+      if (strays > 0n) await listStrays(session.primary, s, build, w);
+      const conservedOff = checks.filter((c) => c.conservedOff.length > 0).map((c) => c.bucket);
+      if (conservedOff.length > 0) await listConserved(session.primary, s, conservedOff, build, w);
+    });
+    await session.close();
+
+    const rowsRead = countRowsRead(passes, bisected, checks.filter((c) => c.bisect).length);
+    const verdict: Verdict = w.count === 0 ? 'RECONCILED' : 'RECONCILIATION_REQUIRED';
+    timings.checks = ms(started);
+    const summary = summarize(s, { closure, dependencies, checks, passes, rowsRead, timings });
+    const stored = await timed('store', () =>
+      storeReconciliation(db, { subject: s, snapshot: session.snapshot, verdict, summary, checks, writer: w, findingsOut: opts.findingsOut }),
+    );
+    timings.total = ms(started);
+    log?.info({ reconciliation: stored.id, state: verdict, findings: w.count, timings }, 'reconciled');
+    return {
+      id: stored.id,
+      release: s.release,
+      from: s.state,
+      state: verdict,
+      transition: stored.transition,
+      snapshot: session.snapshot,
+      findings: { count: w.count, byKind: { ...w.byKind }, path: stored.findingsPath, first: [...w.first] },
+      summary,
+    };
+  } catch (err) {
+    await writer?.discard();
+    if ((err as { code?: string }).code === '42501') {
+      throw new RefusedError(
+        `your login may not read everything a reconciliation reads (${(err as Error).message}): run genfill reconcile as a member of genfill_owner`,
+        { cause: err },
+      );
+    }
+    throw err;
+  } finally {
+    await session.close();
+  }
+}
+
+async function createWriter(dir: string, opts: ReconcileOptions): Promise<FindingsWriter> {
+  try {
+    return await FindingsWriter.create(dir, opts.firstFindings ?? 20);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new InvalidInputError([{ path: opts.findingsOut ? '--findings-out' : 'findingsDir', message: `cannot write findings in ${dir}: ${code ?? (err as Error).message}` }], { cause: err });
+  }
+}
+
+function unexpectedChanges(expectedDiff: string[], changed: Record<string, bigint>): bigint {
+  let n = 0n;
+  for (const [c, rows] of Object.entries(changed)) if (!expectedDiff.includes(c)) n += rows;
+  return n;
+}
+
+async function bisectAll(
+  session: Awaited<ReturnType<typeof openSnapshot>>,
+  s: Awaited<ReturnType<typeof loadSubject>>,
+  checks: PartitionCheck[],
+  passes: { candidate: { bucket: number | null; keyMin: string | null; keyMax: string | null }[]; dual: { bucket: number | null; keyMin: string | null; keyMax: string | null }[] },
+  leafRows: number,
+): Promise<BisectResult[]> {
+  const bisector = new Bisector(s, leafRows);
+  const envelope = hasEnvelope(s);
+  const cand = new Map(passes.candidate.map((b) => [b.bucket, b]));
+  const dual = new Map(passes.dual.map((b) => [b.bucket, b]));
+  const tasks = checks
+    .filter((c) => c.bisect)
+    .map((c) => async (conn: (typeof session.all)[number]) => {
+      const a = cand.get(c.bucket);
+      const b = dual.get(c.bucket);
+      const e = envelope ? { mins: [a?.keyMin ?? null, b?.keyMin ?? null], maxes: [a?.keyMax ?? null, b?.keyMax ?? null] } : null;
+      return bisector.partition(conn, c.partition, e, c.stored.digest, c.dual.digest);
+    });
+  return onConnections(session, tasks);
+}
+
+function countRowsRead(
+  passes: { candidate: CandidateBucket[]; source: SourceBucket[]; dual: DualBucket[]; old: OldBucket[] },
+  bisected: BisectResult[],
+  bisectedPartitions: number,
+): RowsRead {
+  const stored = passes.candidate.reduce((a, b) => a + b.rows + b.tombstones, 0n);
+  // The join reads the candidate again beside the old generation.
+  const old = passes.old.reduce((a, b) => a + b.rows, 0n) + (passes.old.length ? stored : 0n);
+  const source = passes.source.reduce((a, b) => a + b.rows, 0n);
+  const dual = passes.dual.reduce((a, b) => a + b.rows, 0n);
+  const bisection = bisected.reduce((a, b) => a + b.rowsRead, 0n);
+  const fullJoin = stored + dual;
+  return {
+    aggregate: (stored + old + source + dual).toString(),
+    bisection: bisection.toString(),
+    fullJoin: fullJoin.toString(),
+    bisectionRatio: fullJoin === 0n ? 0 : Number((bisection * 1_000_000n) / fullJoin) / 1_000_000,
+    bisectedPartitions,
+    queries: bisected.reduce((a, b) => a + b.queries, 0),
+    leaves: bisected.reduce((a, b) => a + b.leaves, 0),
+  };
+}

@@ -1,0 +1,138 @@
+// Test setup for the reconciler: orders, an adopted old generation (g2) built with a
+// truncating tax (the bug the releases fix), and candidates built by the real workers'
+// code (claimPartition + buildPartition), ready to be damaged by SQL.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { buildPartition, claimPartition } from '@genfill/build';
+import { adoptDataset, planRelease, startBuilding, submitRelease } from '@genfill/planner';
+import { migrate, type Db } from '@genfill/registry';
+import type { TestDatabase } from '../../../test/support/db.ts';
+import { createExampleSchema, exampleRelease, workspace, writeRelease } from '../../../test/support/fixtures.ts';
+
+export const LEGACY_TRANSFORM = `SELECT s.order_id, s.created_at, s.region, s.amount_cents,
+       trunc(s.amount_cents * coalesce(t.rate, 0))::bigint AS tax_cents
+  FROM source AS s LEFT JOIN public.tax_rates AS t ON t.region = s.region`;
+
+export interface Seed {
+  /** First day of the orders (UTC midnight). */
+  from: string;
+  days: number;
+  perDay: number;
+}
+
+/**
+ * Orders spread evenly over `days` from `from` (ids follow time), orders_enriched built by
+ * the legacy transform, adopted as generation g2 of dataset orders_enriched.
+ */
+export async function seedAdopted(tdb: TestDatabase, db: Db, seed: Seed): Promise<void> {
+  await migrate(db);
+  await createExampleSchema(tdb.pool);
+  const n = seed.days * seed.perDay;
+  await tdb.pool.query(
+    `INSERT INTO public.orders (order_id, customer_id, region, created_at, amount_cents)
+     SELECT i, i % 97, (ARRAY['north', 'south', 'east'])[1 + i % 3],
+            $1::timestamptz + (i - 1) * (interval '1 day' / $2::int), 100 + (i * 7919) % 100000
+       FROM generate_series(1, $3::int) AS i`,
+    [seed.from, seed.perDay, n],
+  );
+  await tdb.pool.query(`
+    INSERT INTO public.orders_enriched (order_id, created_at, region, amount_cents, tax_cents)
+    SELECT s.order_id, s.created_at, s.region, s.amount_cents, trunc(s.amount_cents * coalesce(t.rate, 0))::bigint
+      FROM public.orders s LEFT JOIN public.tax_rates t ON t.region = s.region;
+    ANALYZE public.orders, public.orders_enriched`);
+  const file = join(workspace(), 'legacy.sql');
+  writeFileSync(file, LEGACY_TRANSFORM);
+  await adoptDataset(db, {
+    dataset: 'orders_enriched',
+    source: 'public.orders',
+    key: ['order_id'],
+    time: 'created_at',
+    table: 'public.orders_enriched',
+    generation: 'g2',
+    transformFile: file,
+  });
+}
+
+export interface ReleaseOptions {
+  id: string;
+  generation: string;
+  from: string;
+  to: string;
+  every?: string;
+  approvals?: number;
+  /** Submit as this login (a URL's user), e.g. to make someone else the submitter. */
+  submitAs?: Db;
+}
+
+/** Submit, plan and build a release of the example transform over [from, to) into `generation`. */
+export async function builtRelease(db: Db, o: ReleaseOptions): Promise<void> {
+  await plannedRelease(db, o);
+  await startBuilding(db, o.id);
+  await buildAll(db, o.id);
+}
+
+export async function plannedRelease(db: Db, o: ReleaseOptions): Promise<void> {
+  const r = exampleRelease();
+  r.release = o.id;
+  r.target.generation = o.generation;
+  r.target.expectedActive = 'g2';
+  r.range = { from: o.from, to: o.to };
+  r.partition = { every: o.every ?? 'P1D' };
+  r.approvals = o.approvals ?? 1;
+  await submitRelease(writeRelease(workspace(), r), o.submitAs ?? db);
+  await planRelease(db, o.id);
+}
+
+/** Claim and build every unbuilt partition, as a worker would. */
+export async function buildAll(db: Db, release: string): Promise<void> {
+  const { rows } = await db.query<{ id: string }>(`SELECT id FROM genfill.partitions WHERE release = $1 AND status <> 'BUILT' ORDER BY seq`, [release]);
+  for (const p of rows) {
+    const c = await claimPartition(db, { release, partition: p.id, worker: 'test', leaseMs: 600_000 });
+    if (c.kind !== 'claimed') throw new Error(`claim of ${p.id} refused: ${JSON.stringify(c)}`);
+    await buildPartition(db, { release, partition: p.id, attempt: c.attempt });
+  }
+}
+
+/** `genfill_data."orders_enriched__<generation>"` */
+export function candidate(generation: string): string {
+  return `genfill_data."orders_enriched__${generation}"`;
+}
+
+export interface FindingLine {
+  partition: string | null;
+  key: Record<string, unknown> | null;
+  kind: string;
+  check: string;
+  column?: string;
+  detail?: Record<string, unknown>;
+}
+
+export function readFindings(path: string): FindingLine[] {
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as FindingLine);
+}
+
+/** The partition id of an instant with daily partitions from midnight UTC. */
+export function dayPartition(iso: string): string {
+  return `b-${iso.slice(0, 10).replace(/-/g, '')}T000000Z`;
+}
+
+/** A connection string for another login role on the test database. */
+export function urlAs(tdb: TestDatabase, role: string): string {
+  const u = new URL(tdb.url);
+  u.username = role;
+  return u.toString();
+}
+
+export async function queryAs<T extends pg.QueryResultRow>(tdb: TestDatabase, role: string, text: string, values: unknown[] = []): Promise<T[]> {
+  const c = new pg.Client({ connectionString: urlAs(tdb, role) });
+  await c.connect();
+  try {
+    return (await c.query<T>(text, values)).rows;
+  } finally {
+    await c.end();
+  }
+}

@@ -4,12 +4,14 @@ import type { ExitCode } from '@genfill/contracts';
 import { Context } from './context.ts';
 import { report } from './exit.ts';
 import { processIo, type Io } from './io.ts';
+import * as apiCmd from './commands/api.ts';
 import * as controlCmd from './commands/control.ts';
 import * as datasetCmd from './commands/dataset.ts';
 import * as demoCmd from './commands/demo.ts';
 import * as migrateCmd from './commands/migrate.ts';
 import * as planCmd from './commands/plan.ts';
 import * as plannerCmd from './commands/planner.ts';
+import * as reconcileCmd from './commands/reconcile.ts';
 import * as releaseCmd from './commands/release.ts';
 import * as repairCmd from './commands/repair.ts';
 import * as statusCmd from './commands/status.ts';
@@ -36,7 +38,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<ExitCode
       '\nExit codes: 0 ok, 1 internal error, 2 invalid input, 3 refused (a precondition or CAS lost), 4 reconciliation required.\n' +
         'Configuration comes from the environment: DATABASE_URL, REDIS_URL, GENFILL_* (see README).',
     );
-  for (const cmd of [migrateCmd, releaseCmd, planCmd, statusCmd, controlCmd, plannerCmd, datasetCmd, demoCmd, workerCmd, repairCmd]) cmd.register(program, run);
+  for (const cmd of [migrateCmd, releaseCmd, planCmd, statusCmd, controlCmd, plannerCmd, datasetCmd, demoCmd, workerCmd, repairCmd, reconcileCmd, apiCmd]) cmd.register(program, run);
 
   try {
     await program.parseAsync(argv, { from: 'user' });

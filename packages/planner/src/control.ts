@@ -6,6 +6,16 @@ import { qualifiedQueueName, releaseQueue, syncQueuePause } from '@genfill/queue
 import { casTransition, getRelease, logAction, withTransaction, type Db } from '@genfill/registry';
 import type { Dispatcher } from './dispatch.ts';
 
+/**
+ * Who acts through a front end other than the CLI: the API passes its token's subject, which
+ * is recorded as the principal instead of the database login the API connects as, and `via`
+ * goes into the log detail. The CLI passes none: its principal is session_user.
+ */
+export interface Actor {
+  principal: string;
+  via: string;
+}
+
 export interface PauseResult {
   release: string;
   state: ReleaseState;
@@ -18,7 +28,7 @@ export interface PauseResult {
  * Set the operator flag. The UPDATE is fenced on the old value, so two operators racing
  * record one change, and the other learns it was a no-op.
  */
-export async function setOperatorPause(db: Db, id: string, paused: boolean, reason: string | null = null): Promise<PauseResult> {
+export async function setOperatorPause(db: Db, id: string, paused: boolean, reason: string | null = null, actor?: Actor): Promise<PauseResult> {
   return withTransaction(db, async (conn) => {
     const res = await conn.query<{ state: ReleaseState }>(
       `UPDATE genfill.releases SET operator_paused = $2
@@ -28,7 +38,7 @@ export async function setOperatorPause(db: Db, id: string, paused: boolean, reas
     );
     const verb = paused ? 'pause' : 'resume';
     if (res.rowCount === 1) {
-      await logAction(conn, { release: id, action: verb, reason, detail: { operatorPaused: paused } });
+      await logAction(conn, { release: id, action: verb, reason, detail: { operatorPaused: paused, ...(actor && { via: actor.via }) }, principal: actor?.principal });
       return { release: id, state: res.rows[0]!.state, paused, changed: true };
     }
     const { rows } = await conn.query<{ state: ReleaseState; operator_paused: boolean }>(
@@ -53,7 +63,7 @@ export interface CancelResult {
 }
 
 /** Any open state → CANCELLED by compare-and-swap; CANCELLED again or a closed state is refused. */
-export async function cancelRelease(db: Db, id: string, reason: string | null = null): Promise<CancelResult> {
+export async function cancelRelease(db: Db, id: string, reason: string | null = null, actor?: Actor): Promise<CancelResult> {
   return withTransaction(db, async (conn) => {
     const release = await getRelease(conn, id, { lock: 'FOR UPDATE' });
     if (release.state === 'CANCELLED') throw new RefusedError(`release ${id} is already CANCELLED`);
@@ -73,7 +83,8 @@ export async function cancelRelease(db: Db, id: string, reason: string | null = 
       to: 'CANCELLED',
       action: 'cancel',
       reason: reason ?? undefined,
-      detail: { partitions: Object.fromEntries(rows.map((r) => [r.status, r.n])) },
+      detail: { partitions: Object.fromEntries(rows.map((r) => [r.status, r.n])), ...(actor && { via: actor.via }) },
+      principal: actor?.principal,
     });
     return { release: id, from: release.state, state: 'CANCELLED' as const };
   });

@@ -4,7 +4,7 @@
 // reason a Redis that lost every key, or a job BullMQ gave up on, heals without an operator.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config, ReleaseState } from '@genfill/contracts';
-import type { Logger } from '@genfill/observability';
+import { createMetricsRegistry, plannerMetrics, serveMetrics, type Logger, type MetricsServer, type PlannerMetrics, type Registry } from '@genfill/observability';
 import { createRedis, FAIL_FAST, redisAddress, redisAnswers, warnIfEvicting, withDeadline, type Redis } from '@genfill/queue';
 import { assertSchemaCurrent, createPool, type Db } from '@genfill/registry';
 import { dispatchRelease, startBuilding, type Dispatcher } from './dispatch.ts';
@@ -46,9 +46,10 @@ async function releasesToPlan(db: Db, only: string[] | undefined): Promise<strin
 export async function planningRound(
   db: Db,
   dispatcher: Dispatcher,
-  opts: { log: Logger; only?: string[]; deadlineMs?: number },
+  opts: { log: Logger; only?: string[]; deadlineMs?: number; metrics?: PlannerMetrics },
 ): Promise<RoundResult> {
   const { log } = opts;
+  const started = performance.now();
   const redis = await redisAnswers(dispatcher.redis);
   if (!redis) log.warn('Redis is not answering: this round only moves releases to BUILDING; their jobs are enqueued once it answers');
   const result: RoundResult = { at: new Date().toISOString(), redis, releases: [] };
@@ -73,13 +74,16 @@ export async function planningRound(
       line.requeued = d.enqueue.requeued;
       line.queuePaused = d.queuePaused;
       const fields = { queue: d.queue, unfinished: d.enqueue.unfinished, added: d.enqueue.added, requeued: d.enqueue.requeued, queuePaused: d.queuePaused };
+      opts.metrics?.enqueued(id, d.enqueue.added, d.enqueue.requeued);
       if (d.enqueue.added > 0 || d.enqueue.requeued > 0) rlog.info(fields, 'enqueued unfinished partitions');
       else rlog.debug(fields, 'nothing to enqueue');
     } catch (err) {
       line.error = (err as Error).message;
+      opts.metrics?.releaseError(id);
       rlog.error({ err }, 'planning round failed for this release; the next round tries again');
     }
   }
+  opts.metrics?.round((performance.now() - started) / 1000, redis);
   return result;
 }
 
@@ -93,6 +97,8 @@ export interface PlannerServiceOptions {
   signal?: AbortSignal;
   /** A registry pool to use (the CLI's); otherwise the service makes and closes its own. */
   db?: Db;
+  /** The process's metrics registry (made here when omitted); served on GENFILL_METRICS_PORT when set. */
+  registry?: Registry;
 }
 
 export interface PlannerServiceResult {
@@ -104,9 +110,13 @@ export async function runPlannerService(opts: PlannerServiceOptions): Promise<Pl
   const { config, log } = opts;
   const db = opts.db ?? createPool(config, 'genfill-planner', 2);
   let redis: Redis | undefined;
+  let metricsServer: MetricsServer | undefined;
   const out: PlannerServiceResult = { rounds: 0, last: null };
   try {
     await assertSchemaCurrent(db);
+    const registry = opts.registry ?? createMetricsRegistry('planner');
+    const metrics = plannerMetrics(registry);
+    if (config.GENFILL_METRICS_PORT !== undefined) metricsServer = await serveMetrics(registry, { port: config.GENFILL_METRICS_PORT });
     let lastRedisError = '';
     redis = createRedis(config.REDIS_URL, {
       ...FAIL_FAST,
@@ -122,11 +132,11 @@ export async function runPlannerService(opts: PlannerServiceOptions): Promise<Pl
     const intervalMs = Math.max(1, opts.intervalSeconds * 1000);
     const deadlineMs = Math.max(60_000, 3 * intervalMs);
     log.info(
-      { intervalSeconds: opts.intervalSeconds, prefix: config.GENFILL_QUEUE_PREFIX, releases: config.GENFILL_RELEASE ?? 'all open' },
+      { intervalSeconds: opts.intervalSeconds, prefix: config.GENFILL_QUEUE_PREFIX, releases: config.GENFILL_RELEASE ?? 'all open', metricsPort: metricsServer?.port ?? null },
       'planner started',
     );
     while (!opts.signal?.aborted) {
-      out.last = await planningRound(db, dispatcher, { log, only: config.GENFILL_RELEASE, deadlineMs });
+      out.last = await planningRound(db, dispatcher, { log, only: config.GENFILL_RELEASE, deadlineMs, metrics });
       out.rounds += 1;
       if (opts.once || opts.signal?.aborted) break;
       try {
@@ -139,6 +149,7 @@ export async function runPlannerService(opts: PlannerServiceOptions): Promise<Pl
     return out;
   } finally {
     await redis?.quit().catch(() => redis?.disconnect());
+    await metricsServer?.close();
     if (!opts.db) await db.end();
   }
 }

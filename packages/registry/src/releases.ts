@@ -108,13 +108,18 @@ export interface LogEntry {
   to?: ReleaseState | null;
   reason?: string | null;
   detail?: unknown;
+  /**
+   * Who acted, when it is not the connected login: the API connects as its service login and
+   * names the token's subject here. Omitted, the column default (session_user) records it.
+   */
+  principal?: string | null;
 }
 
 export async function logAction(conn: Conn, e: LogEntry): Promise<void> {
   await conn.query(
-    `INSERT INTO genfill.release_log (release, action, from_state, to_state, reason, detail)
-     VALUES ($1, $2, $3, $4, $5, $6)`,
-    [e.release, e.action, e.from ?? null, e.to ?? null, e.reason ?? null, e.detail === undefined ? null : JSON.stringify(e.detail)],
+    `INSERT INTO genfill.release_log (release, action, from_state, to_state, reason, detail, principal)
+     VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::text, session_user))`,
+    [e.release, e.action, e.from ?? null, e.to ?? null, e.reason ?? null, e.detail === undefined ? null : JSON.stringify(e.detail), e.principal ?? null],
   );
 }
 
@@ -144,7 +149,7 @@ export async function releaseLog(conn: Conn, release: string): Promise<LogRow[]>
  */
 export async function casTransition(
   conn: Conn,
-  t: { release: string; from: ReleaseState; to: ReleaseState; action: string; reason?: string; detail?: unknown },
+  t: { release: string; from: ReleaseState; to: ReleaseState; action: string; reason?: string; detail?: unknown; principal?: string | null },
 ): Promise<void> {
   if (!canTransition(t.from, t.to)) {
     throw new Error(`${t.from} → ${t.to} is not in the transition table`);
@@ -157,5 +162,5 @@ export async function casTransition(
     const { rows } = await conn.query<{ state: string }>('SELECT state FROM genfill.releases WHERE id = $1', [t.release]);
     throw new CasConflictError(t.release, t.from, rows[0]?.state ?? null, t.to);
   }
-  await logAction(conn, { release: t.release, action: t.action, from: t.from, to: t.to, reason: t.reason ?? null, detail: t.detail });
+  await logAction(conn, { release: t.release, action: t.action, from: t.from, to: t.to, reason: t.reason ?? null, detail: t.detail, principal: t.principal });
 }

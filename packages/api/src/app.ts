@@ -1,0 +1,52 @@
+// The express application: unauthenticated probes first (/healthz, /metrics, /login), then
+// every other route behind a token or a login session.
+import cookieParser from 'cookie-parser';
+import express, { type Express } from 'express';
+import type { Logger, Registry } from '@genfill/observability';
+import type { Dispatcher } from '@genfill/planner';
+import type { Redis } from '@genfill/queue';
+import type { Db } from '@genfill/registry';
+import { authenticate, type SessionStore, type TokenTable } from './auth.ts';
+import { boardRoutes } from './board.ts';
+import { healthz } from './health.ts';
+import { errorHandler, notFound } from './http-errors.ts';
+import { loginRoutes } from './login.ts';
+import { httpMetrics } from './metrics.ts';
+import type { ReleaseQueues } from './queues.ts';
+import { releaseRoutes } from './releases.ts';
+
+export interface AppDeps {
+  db: Db;
+  redis: Redis;
+  prefix: string;
+  tokens: TokenTable;
+  sessions: SessionStore;
+  queues: ReleaseQueues;
+  registry: Registry;
+  log: Logger;
+}
+
+export function createApp(deps: AppDeps): Express {
+  const { db, redis, registry, log } = deps;
+  const dispatcher: Dispatcher = { redis, prefix: deps.prefix };
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(httpMetrics(registry));
+
+  app.get('/healthz', healthz({ db, redis }));
+  // Unauthenticated on purpose: a Prometheus scrape carries no bearer token without extra
+  // configuration, and the text holds counts per release, no rows or keys. Keep the API
+  // port cluster-internal, as the rest of it is.
+  app.get('/metrics', async (_req, res) => {
+    res.type(registry.contentType).send(await registry.metrics());
+  });
+
+  app.use(cookieParser());
+  app.use(loginRoutes(deps));
+  app.use(authenticate(deps.tokens, deps.sessions));
+  app.use(releaseRoutes({ db, dispatcher, queues: deps.queues, log }));
+  app.use(boardRoutes({ db, queues: deps.queues, log }));
+  app.use(notFound);
+  app.use(errorHandler(log));
+  return app;
+}

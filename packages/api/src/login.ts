@@ -1,0 +1,72 @@
+// A browser cannot send a bearer token to Bull Board, so it logs in once with the token:
+// GET /login is a form, POST /login checks the token and sets an HttpOnly, SameSite=Strict
+// session cookie (no other site can make the browser send it, which is the CSRF defence for
+// the board's PUTs), then redirects to the board. The cookie then works like the token.
+import express, { Router, type Response } from 'express';
+import { z } from 'zod';
+import type { Logger } from '@genfill/observability';
+import { SESSION_COOKIE, type SessionStore, type TokenTable } from './auth.ts';
+import { BOARD_PATH } from './board.ts';
+
+const loginForm = z.object({ token: z.string().trim().min(1).max(4096) });
+
+function page(res: Response, status: number, message: string | null): void {
+  res
+    .status(status)
+    .type('html')
+    .set('Cache-Control', 'no-store')
+    // Inline styles only: the page loads nothing from anywhere.
+    .set('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+    .send(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>genfill — log in</title>
+<style>body{font:16px system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem}input{width:100%;padding:.5rem;margin:.5rem 0;box-sizing:border-box}p.error{color:#b00020}</style>
+</head><body>
+<h1>genfill</h1>
+<p>Log in with your API token (from <code>GENFILL_API_TOKENS</code>) to open Bull Board.</p>
+${message ? `<p class="error">${message}</p>` : ''}
+<form method="post" action="/login">
+<label for="token">Token</label>
+<input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
+<input type="submit" value="Log in">
+</form>
+</body></html>
+`);
+}
+
+export function loginRoutes(deps: { tokens: TokenTable; sessions: SessionStore; log: Logger }): Router {
+  const { tokens, sessions, log } = deps;
+  const router = Router();
+
+  router.get('/login', (_req, res) => page(res, 200, null));
+
+  router.post('/login', express.urlencoded({ extended: false, limit: '8kb' }), (req, res) => {
+    const parsed = loginForm.safeParse(req.body ?? {});
+    const identity = parsed.success ? tokens.verify(parsed.data.token) : null;
+    if (!identity) {
+      log.warn({ ip: req.ip }, 'login with an unknown token');
+      return page(res, 401, 'That token is not one of this API’s tokens.');
+    }
+    const sid = sessions.create(identity);
+    res.cookie(SESSION_COOKIE, sid, {
+      httpOnly: true,
+      sameSite: 'strict',
+      // Secure whenever the request came over TLS (set `trust proxy` behind a TLS proxy).
+      secure: req.secure,
+      path: '/',
+      maxAge: sessions.ttlMs,
+    });
+    log.info({ subject: identity.subject, role: identity.role }, 'logged in');
+    res.redirect(303, BOARD_PATH);
+  });
+
+  const logout = (req: express.Request, res: Response) => {
+    const sid = (req.cookies as Record<string, string> | undefined)?.[SESSION_COOKIE];
+    if (sid) sessions.destroy(sid);
+    res.clearCookie(SESSION_COOKIE, { path: '/' });
+    res.redirect(303, '/login');
+  };
+  // Bull Board's header links are plain links (GET); logging out changes nothing but the session.
+  router.get('/logout', logout);
+  router.post('/logout', logout);
+  return router;
+}

@@ -1,0 +1,109 @@
+// GET /releases, GET /releases/:id (the data of `genfill status --json`) and the operator
+// verbs POST /releases/:id/{pause,resume,cancel}. The verbs do what the CLI does — registry
+// first, then the BullMQ queue as a best-effort mirror — with the token's subject recorded
+// as the principal and `via: api` in the log detail.
+import express, { Router, type Request, type Response } from 'express';
+import { z } from 'zod';
+import { InvalidInputError, releaseSchema, type Problem } from '@genfill/contracts';
+import type { Logger } from '@genfill/observability';
+import { cancelRelease, mirrorPause, removeReleaseQueue, setOperatorPause, type Actor, type Dispatcher } from '@genfill/planner';
+import { asRedisUnavailable, redisAnswers, withDeadline } from '@genfill/queue';
+import { releaseList, releaseStatus, type Db } from '@genfill/registry';
+import { requirePermission, requirePrincipal } from './auth.ts';
+import type { ReleaseQueues } from './queues.ts';
+
+export interface ReleaseDeps {
+  db: Db;
+  dispatcher: Dispatcher;
+  queues: ReleaseQueues;
+  log: Logger;
+}
+
+/** The release id rule of the release file (letters, digits, . _ @ + -; no ':'). */
+const releaseId = releaseSchema.shape.release;
+const actionBody = z.strictObject({ reason: z.string().trim().min(1).max(1000).optional() });
+
+function problems(error: z.ZodError, where: string): Problem[] {
+  return error.issues.map((i) => ({ path: [where, ...i.path.map(String)].join('.'), message: i.message }));
+}
+
+function idOf(req: Request): string {
+  const parsed = releaseId.safeParse(req.params.id);
+  if (!parsed.success) throw new InvalidInputError(problems(parsed.error, 'id'));
+  return parsed.data;
+}
+
+function bodyOf(req: Request): z.infer<typeof actionBody> {
+  // A body that is not JSON would otherwise be read as "no reason given".
+  const sent = req.get('transfer-encoding') !== undefined || Number(req.get('content-length') ?? '0') > 0;
+  if (req.body === undefined && sent) {
+    throw new InvalidInputError([{ path: 'body', message: 'send the body as application/json, e.g. {"reason": "…"}' }]);
+  }
+  const parsed = actionBody.safeParse(req.body ?? {});
+  if (!parsed.success) throw new InvalidInputError(problems(parsed.error, 'body'));
+  return parsed.data;
+}
+
+const actor = (res: Response): Actor => ({ principal: requirePrincipal(res).subject, via: 'api' });
+
+/**
+ * The Redis half of a verb whose registry half is committed: a Redis that does not answer is
+ * a warning in the answer, not a failure (the planner re-applies the pause; claims refuse a
+ * cancelled release's jobs).
+ */
+async function bestEffort<T>(dispatcher: Dispatcher, what: string, fn: () => Promise<T>): Promise<{ value: T | null; warning: string | null }> {
+  const skipped = `${what} was not done; the registry is updated and workers obey it`;
+  // BullMQ waits for a connection without a limit: probe first rather than leave a queue
+  // command pending that could land long after a later, opposite one.
+  if (!(await redisAnswers(dispatcher.redis, 2_000))) return { value: null, warning: `Redis is not answering: ${skipped}` };
+  try {
+    return { value: await withDeadline(fn(), 5_000, what), warning: null };
+  } catch (err) {
+    const down = asRedisUnavailable(err);
+    if (!down) throw err;
+    return { value: null, warning: `${down.message}: ${skipped}` };
+  }
+}
+
+export function releaseRoutes(deps: ReleaseDeps): Router {
+  const { db, dispatcher, queues, log } = deps;
+  const router = Router();
+  const read = requirePermission('read');
+  const operate = requirePermission('operate');
+  const json = express.json({ limit: '16kb' });
+
+  router.get('/releases', read, async (_req, res) => {
+    res.json(await releaseList(db));
+  });
+
+  router.get('/releases/:id', read, async (req, res) => {
+    res.json(await releaseStatus(db, idOf(req)));
+  });
+
+  for (const paused of [true, false]) {
+    const verb = paused ? 'pause' : 'resume';
+    router.post(`/releases/:id/${verb}`, operate, json, async (req, res) => {
+      const id = idOf(req);
+      const { reason } = bodyOf(req);
+      const who = actor(res);
+      const result = await setOperatorPause(db, id, paused, reason ?? null, who);
+      // Re-applied on a no-op too: it repairs a queue whose pause drifted from the flag.
+      const mirror = await bestEffort(dispatcher, `the queue ${verb}`, () => mirrorPause(dispatcher, id, paused));
+      log.info({ release: id, subject: who.principal, changed: result.changed, queue: mirror.value }, `${verb} via the API`);
+      res.json({ ...result, action: verb, principal: who.principal, queue: mirror.value, warning: mirror.warning });
+    });
+  }
+
+  router.post('/releases/:id/cancel', operate, json, async (req, res) => {
+    const id = idOf(req);
+    const { reason } = bodyOf(req);
+    const who = actor(res);
+    const result = await cancelRelease(db, id, reason ?? null, who);
+    await queues.forget(id);
+    const removal = await bestEffort(dispatcher, 'removing the queue', () => removeReleaseQueue(dispatcher, id));
+    log.info({ release: id, subject: who.principal, from: result.from }, 'cancelled via the API');
+    res.json({ ...result, principal: who.principal, queue: removal.value, warning: removal.warning });
+  });
+
+  return router;
+}

@@ -1,0 +1,89 @@
+// `genfill api`: wire the registry pool, one fail-fast Redis client shared by every queue,
+// the process's metrics registry and the tokens, then listen. It starts without Redis (so
+// /healthz can say Redis is down) but not against a registry schema it does not know.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Config } from '@genfill/contracts';
+import { createMetricsRegistry, serveMetrics, type Logger, type MetricsServer, type Registry } from '@genfill/observability';
+import { createRedis, FAIL_FAST, redisAddress, type Redis } from '@genfill/queue';
+import { assertSchemaCurrent, createPool, type Db } from '@genfill/registry';
+import { createApp } from './app.ts';
+import { SessionStore, TokenTable } from './auth.ts';
+import { registerQueueGauges } from './metrics.ts';
+import { ReleaseQueues } from './queues.ts';
+
+export interface ApiServerOptions {
+  config: Config;
+  log: Logger;
+  /** Overrides GENFILL_API_PORT; 0 picks a free port (tests). */
+  port?: number;
+  host?: string;
+  /** A registry pool to use; otherwise the API makes and closes its own. */
+  db?: Db;
+}
+
+export interface ApiServer {
+  port: number;
+  url: string;
+  registry: Registry;
+  close(): Promise<void>;
+}
+
+export async function startApi(o: ApiServerOptions): Promise<ApiServer> {
+  const { config, log } = o;
+  const tokens = new TokenTable(config.GENFILL_API_TOKENS ?? []);
+  const db = o.db ?? createPool(config, 'genfill-api', 8);
+  let redis: Redis | undefined;
+  let queues: ReleaseQueues | undefined;
+  let server: Server | undefined;
+  let metricsServer: MetricsServer | undefined;
+
+  const close = async () => {
+    if (server?.listening) {
+      const s = server;
+      await new Promise<void>((resolve) => {
+        s.close(() => resolve());
+        // Keep-alive sockets (a browser on Bull Board) would hold close() open.
+        s.closeAllConnections();
+      });
+    }
+    await metricsServer?.close();
+    await queues?.close();
+    await redis?.quit().catch(() => redis?.disconnect());
+    if (!o.db) await db.end();
+  };
+
+  try {
+    await assertSchemaCurrent(db);
+    let lastRedisError = '';
+    redis = createRedis(config.REDIS_URL, {
+      ...FAIL_FAST,
+      onError: (err) => {
+        // ioredis reports every reconnect attempt; one line per distinct failure is enough.
+        if (err.message !== lastRedisError) log.warn({ err: err.message, redis: redisAddress(config.REDIS_URL) }, 'Redis connection error');
+        lastRedisError = err.message;
+      },
+    });
+    redis.on('ready', () => (lastRedisError = ''));
+    const registry = createMetricsRegistry('api');
+    queues = new ReleaseQueues(db, redis, config.GENFILL_QUEUE_PREFIX, log);
+    registerQueueGauges(registry, { db, redis, queues, log });
+    const app = createApp({ db, redis, prefix: config.GENFILL_QUEUE_PREFIX, tokens, sessions: new SessionStore(), queues, registry, log });
+
+    const s = createServer(app);
+    server = s;
+    await new Promise<void>((resolve, reject) => {
+      s.once('error', reject);
+      s.listen(o.port ?? config.GENFILL_API_PORT, o.host, () => resolve());
+    });
+    // Every service can also be scraped on GENFILL_METRICS_PORT; the API's own port has it too.
+    if (config.GENFILL_METRICS_PORT !== undefined) metricsServer = await serveMetrics(registry, { port: config.GENFILL_METRICS_PORT });
+    const port = (s.address() as AddressInfo).port;
+    if (tokens.size === 0) log.warn('GENFILL_API_TOKENS is not set: every route but /healthz, /metrics and /login answers 401');
+    log.info({ port, prefix: config.GENFILL_QUEUE_PREFIX, tokens: tokens.size, metricsPort: metricsServer?.port ?? null }, 'api listening');
+    return { port, url: `http://127.0.0.1:${port}`, registry, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}

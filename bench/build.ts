@@ -73,7 +73,7 @@ async function main_(): Promise<void> {
     const rel = { ...base, release: `bench-${tag}`, transform: { sql: 'order-tax-fix.sql' }, target: { ...base.target, generation: `bench-a${tag}` } };
     writeFileSync(join(dir, 'release.yaml'), stringify(rel));
     await cli('release', 'submit', join(dir, 'release.yaml'));
-    const workers = Array.from({ length: WORKERS }, () => spawn(process.execPath, [BIN, 'worker', '--release', rel.release, '--concurrency', String(CONCURRENCY)], { env, stdio: 'ignore' }));
+    const workers = Array.from({ length: WORKERS }, () => spawn(process.execPath, [BIN, 'worker', '--no-throttle', '--release', rel.release, '--concurrency', String(CONCURRENCY)], { env, stdio: 'ignore' }));
     await new Promise((r) => setTimeout(r, 1500)); // let the services start: they are long-running in production
     // Planning (manifest, estimates, enqueue) is its own step; the build is timed from there.
     const tp = performance.now();

@@ -14,7 +14,7 @@ beforeEach(() => keepOnFailure(db));
 
 describe('genfill demo', () => {
   it('seeds, adopts the legacy table as tax-fix-g2, submits and plans the tax fix', async () => {
-    const res = await runCli(['demo', '--rows', '3000', '--dir', dir, '--json'], env);
+    const res = await runCli(['demo', '--rows', '3000', '--dir', dir, '--no-throttle', '--json'], env);
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
     const out = JSON.parse(res.stdout);
@@ -38,7 +38,7 @@ describe('genfill demo', () => {
 
   it('is harmless when run again', async () => {
     const before = await db.pool.query(`SELECT (SELECT count(*) FROM genfill.release_log)::int AS log, (SELECT count(*) FROM genfill.partitions)::int AS parts`);
-    const res = await runCli(['demo', '--rows', '3000', '--dir', dir, '--json'], env);
+    const res = await runCli(['demo', '--rows', '3000', '--dir', dir, '--no-throttle', '--json'], env);
     expect(res.code).toBe(0);
     const out = JSON.parse(res.stdout);
     expect(out.orders.seeded).toBe(false);

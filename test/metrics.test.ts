@@ -137,7 +137,7 @@ describe('/metrics of each service', () => {
 
   it('worker: `genfill worker` serves /metrics on GENFILL_METRICS_PORT', async () => {
     const port = await freePort();
-    const child = spawn(process.execPath, [BIN, 'worker'], { env: { ...process.env, ...env, GENFILL_METRICS_PORT: String(port) }, stdio: 'ignore' });
+    const child = spawn(process.execPath, [BIN, 'worker', '--no-throttle'], { env: { ...process.env, ...env, GENFILL_METRICS_PORT: String(port) }, stdio: 'ignore' });
     children.add(child);
     const text = await waitFor('the worker /metrics', () => fetch(`http://127.0.0.1:${port}/metrics`).then((r) => (r.ok ? r.text() : undefined)));
     promtool(text);

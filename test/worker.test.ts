@@ -16,7 +16,7 @@ const cli = (...args: string[]) => runCli(args, env);
 const children = new Set<ChildProcess>();
 
 function worker(...args: string[]): ChildProcess {
-  const child = spawn(process.execPath, [BIN, 'worker', '--lock-duration', '1500', ...args], {
+  const child = spawn(process.execPath, [BIN, 'worker', '--no-throttle', '--lock-duration', '1500', ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

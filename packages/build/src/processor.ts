@@ -3,7 +3,7 @@
 // failure fails the partition with its reason; a fenced build did nothing and says so.
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import { PartitionFailedError, RefusedError, StaleLeaseError } from '@genfill/contracts';
-import type { Logger } from '@genfill/observability';
+import type { Logger, WorkerMetrics } from '@genfill/observability';
 import { buildJobSchema } from '@genfill/queue';
 import type { Db } from '@genfill/registry';
 import { buildPartition } from './build.ts';
@@ -14,6 +14,9 @@ export interface ProcessorOptions {
   worker: string;
   leaseMs: number;
   log: Logger;
+  metrics?: WorkerMetrics;
+  /** Awaited right before each claim: the throttle's admission (this worker's rows/s share). */
+  admission?: (release: string, partition: string) => Promise<void>;
 }
 
 export type JobOutcome =
@@ -29,9 +32,11 @@ export function createProcessor(o: ProcessorOptions) {
     const { release, partition } = parsed.data;
     const log = o.log.child({ release, partition, jobId: job.id });
 
+    await o.admission?.(release, partition);
     const started = performance.now();
     const claim = await claimPartition(o.db, { release, partition, worker: o.worker, leaseMs: o.leaseMs });
     const claimMs = Math.round((performance.now() - started) * 10) / 10;
+    o.metrics?.claim(release, claim.kind === 'built' ? 'already_built' : claim.kind, claim.kind === 'refused' ? claim.reason : undefined);
     if (claim.kind === 'built') return { status: 'already-built' };
     if (claim.kind === 'refused') {
       if (claim.retryInMs === null) {
@@ -48,28 +53,36 @@ export function createProcessor(o: ProcessorOptions) {
     try {
       const res = await buildPartition(o.db, { release, partition, attempt, claimMs });
       plog.info({ rows: res.rowsOut, timings: res.timings, releaseBuilt: res.releaseBuilt }, 'partition built');
+      o.metrics?.attempt(release, 'built');
+      o.metrics?.built(release, res.rowsOut, (performance.now() - started) / 1000);
       return { status: 'built', receipt: res.receiptId, rows: res.rowsOut, releaseBuilt: res.releaseBuilt };
     } catch (err) {
       if (err instanceof StaleLeaseError) {
         plog.warn('fenced: a newer attempt owns this partition; nothing was written');
+        o.metrics?.attempt(release, 'fenced');
         return { status: 'fenced', attempt };
       }
       if (err instanceof PartitionFailedError) {
         await failPartition(o.db, { release, partition, attempt, reason: err.reason, evidence: err.evidence });
         plog.error({ reason: err.reason, evidence: err.evidence }, err.message);
+        o.metrics?.attempt(release, 'failed');
+        o.metrics?.failed(release, err.reason);
         throw new UnrecoverableError(err.message);
       }
       if (err instanceof RefusedError) {
         plog.info({ err: err.message }, 'release no longer building; dropping the job');
+        o.metrics?.attempt(release, 'dropped');
         return { status: 'dropped', reason: err.message };
       }
       const last = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       if (last) {
         await failPartition(o.db, { release, partition, attempt, reason: 'RETRIES_EXHAUSTED', evidence: { message: (err as Error).message, attempts: job.attemptsMade + 1 } });
+        o.metrics?.failed(release, 'RETRIES_EXHAUSTED');
       } else {
         await releaseLease(o.db, { release, partition, attempt }).catch(() => undefined);
       }
       plog.warn({ err: (err as Error).message, last }, 'build failed; BullMQ retries with backoff unless this was the last attempt');
+      o.metrics?.attempt(release, last ? 'failed' : 'error');
       throw err;
     }
   };

@@ -3,7 +3,7 @@
 // lets in-flight builds finish (or roll back at their statement_timeout) and exits.
 import { hostname } from 'node:os';
 import { Worker, type ConnectionOptions } from 'bullmq';
-import type { Logger } from '@genfill/observability';
+import type { Logger, WorkerMetrics } from '@genfill/observability';
 import { queueName } from '@genfill/queue';
 import type { Db } from '@genfill/registry';
 import { createProcessor } from './processor.ts';
@@ -20,6 +20,10 @@ export interface WorkerServiceOptions {
   lockDurationMs?: number;
   discoverEveryMs?: number;
   id?: string;
+  /** Counters of this process's registry (workerMetrics); none when omitted. */
+  metrics?: WorkerMetrics;
+  /** The throttle (@genfill/throttle createThrottle): a controller per served release, admission before each claim. */
+  throttle?: { serve(release: string): void; admit(release: string, partition: string): Promise<void>; close(): Promise<void> };
 }
 
 export interface WorkerService {
@@ -31,7 +35,7 @@ export interface WorkerService {
 export async function startWorkerService(o: WorkerServiceOptions): Promise<WorkerService> {
   const id = o.id ?? `${hostname()}:${process.pid}`;
   const lockDuration = o.lockDurationMs ?? 60_000;
-  const processor = createProcessor({ db: o.db, worker: id, leaseMs: lockDuration, log: o.log });
+  const processor = createProcessor({ db: o.db, worker: id, leaseMs: lockDuration, log: o.log, metrics: o.metrics, admission: o.throttle && ((r, p) => o.throttle!.admit(r, p)) });
   const workers = new Map<string, Worker>();
   let closing = false;
 
@@ -51,6 +55,7 @@ export async function startWorkerService(o: WorkerServiceOptions): Promise<Worke
     });
     w.on('error', (err) => o.log.error({ release, err: err.message }, 'worker error'));
     workers.set(release, w);
+    o.throttle?.serve(release);
     o.log.info({ release }, 'serving release');
   };
 
@@ -75,6 +80,7 @@ export async function startWorkerService(o: WorkerServiceOptions): Promise<Worke
       if (timer) clearInterval(timer);
       // close() waits for active jobs: a build in flight commits or rolls back first.
       await Promise.all([...workers.values()].map((w) => w.close()));
+      await o.throttle?.close();
     },
   };
 }

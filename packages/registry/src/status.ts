@@ -7,6 +7,46 @@ function iso(d: Date | null): string | null {
   return d ? d.toISOString() : null;
 }
 
+/** The throttle controller's latest decision for a release (migration 0005), or null. */
+export async function latestThrottleDecision(conn: Pick<Db, 'query'>, release: string) {
+  const { rows } = await conn.query<{
+    at: Date;
+    holder: string;
+    token: string;
+    action: string;
+    binding: string;
+    ratio: number | null;
+    concurrency: number;
+    rows_per_second: number;
+    live_workers: number;
+    worker_rows_per_second: number;
+    throttle_paused: boolean;
+    signals: Record<string, { value: number | null }>;
+  }>(
+    `SELECT at, holder, token::text AS token, action, binding, ratio, concurrency, rows_per_second, live_workers,
+            worker_rows_per_second, throttle_paused, signals
+       FROM genfill.throttle_decisions WHERE release = $1 ORDER BY id DESC LIMIT 1`,
+    [release],
+  );
+  const r = rows[0];
+  if (!r) return null;
+  return {
+    at: iso(r.at),
+    holder: r.holder,
+    token: Number(r.token),
+    action: r.action,
+    binding: r.binding,
+    ratio: r.ratio,
+    concurrency: r.concurrency,
+    rowsPerSecond: r.rows_per_second,
+    liveWorkers: r.live_workers,
+    workerRowsPerSecond: r.worker_rows_per_second,
+    throttlePaused: r.throttle_paused,
+    signals: Object.fromEntries(Object.entries(r.signals).map(([k, v]) => [k, v.value])),
+  };
+}
+export type ThrottleDecisionSummary = NonNullable<Awaited<ReturnType<typeof latestThrottleDecision>>>;
+
 export async function releaseStatus(db: Db, id: string) {
   return withTransaction(
     db,
@@ -41,6 +81,7 @@ export async function releaseStatus(db: Db, id: string) {
           : null,
         counts: manifest ? await partitionCounts(conn, id) : {},
         dependencies: await dependencyPins(conn, id),
+        throttle: await latestThrottleDecision(conn, id),
         partitions: parts.map((p) => ({
           id: p.id,
           seq: p.seq,

@@ -90,8 +90,9 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--rows <n>', `orders to seed inside the release's year (at least ${MIN_ROWS})`, parseRows, 1_200_000)
     .option('--dir <path>', 'where the demo writes its release and transform files', '.genfill/demo')
     .option('--workers <n>', 'worker processes that build the candidate', (v) => parseWorkers(v), 2)
+    .option('--no-throttle', 'build without the throttle (it paces by replica lag, a canary and errors)')
     .option('--json', 'print one JSON object with every result instead of the story')
-    .action((opts: { rows: number; dir: string; workers: number; json?: boolean }) =>
+    .action((opts: { rows: number; dir: string; workers: number; throttle: boolean; json?: boolean }) =>
       run(async (ctx) => {
         // With --json stdout carries the one object and nothing else.
         const say = (line: string) => (opts.json ? undefined : ctx.io.out(line));
@@ -149,7 +150,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         let build: DemoBuild | null = null;
         if (plan.state === 'BUILDING') {
           say(`[6/8] build: ${opts.workers} worker processes build ${RELEASE} into tax-fix-g3`);
-          build = await phase('build', () => buildWithWorkers(db, { release: RELEASE, workers: opts.workers, env: ctx.io.env, say: (l) => say(`      ${l}`) }));
+          build = await phase('build', () => buildWithWorkers(db, { release: RELEASE, workers: opts.workers, throttle: opts.throttle, env: ctx.io.env, say: (l) => say(`      ${l}`) }));
           if (build.state !== 'BUILT') {
             throw new RefusedError(`the build stopped with ${build.failed} failed partition(s) and the release ${build.state}: see \`genfill status ${RELEASE}\``);
           }

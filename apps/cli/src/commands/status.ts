@@ -3,12 +3,20 @@ import type { Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { InvalidInputError, type ReleaseState } from '@genfill/contracts';
 import { formatDuration, progressLine, ProgressMeter, releaseProgress, type ProgressSample, type Rates } from '@genfill/planner';
-import { releaseList, releaseStatus, type Db, type ReleaseStatus } from '@genfill/registry';
+import { latestThrottleDecision, releaseList, releaseStatus, type Db, type ReleaseStatus, type ThrottleDecisionSummary } from '@genfill/registry';
 import type { Context } from '../context.ts';
 import { json } from '../io.ts';
 import { parseSeconds } from './planner.ts';
 
 const WATCHED: readonly ReleaseState[] = ['SNAPSHOT_PINNED', 'BUILDING'];
+
+/** The throttle's latest decision in one line: knobs out, the binding signal, the action. */
+export function throttleSummary(t: ThrottleDecisionSummary | null): string {
+  if (!t) return 'no decision yet';
+  const n = (v: number) => Math.round(v).toLocaleString('en-US');
+  const ratio = t.ratio === null ? '' : ` at ${t.ratio.toFixed(2)}× budget`;
+  return `concurrency ${t.concurrency}, ${n(t.rowsPerSecond)} rows/s (${n(t.workerRowsPerSecond)}/worker × ${t.liveWorkers}); binding ${t.binding}${ratio}; ${t.action}${t.throttlePaused ? ', PAUSED' : ''}`;
+}
 
 export function describeStatus(s: ReleaseStatus): string {
   const paused = [s.paused.operator && 'operator', s.paused.throttle && 'throttle'].filter(Boolean);
@@ -20,6 +28,7 @@ export function describeStatus(s: ReleaseStatus): string {
     `digest      ${s.digest}`,
     `submitted   by ${s.submittedBy} at ${s.submittedAt}; owner ${s.owner}; approvals required ${s.approvalsRequired}`,
   ];
+  if (s.throttle || s.state === 'BUILDING') lines.push(`throttle    ${throttleSummary(s.throttle)}${s.throttle ? ` — ${s.throttle.at}` : ''}`);
   if (s.manifest) {
     const c = s.manifest.coverage;
     const counts = Object.entries(s.counts).map(([k, v]) => `${k} ${v}`).join(', ');
@@ -41,7 +50,7 @@ export function describeStatus(s: ReleaseStatus): string {
   return lines.join('\n');
 }
 
-function barPayload(sample: ProgressSample, rates: Rates) {
+function barPayload(sample: ProgressSample, rates: Rates, throttle: ThrottleDecisionSummary | null) {
   const paused = [sample.paused.operator && 'operator', sample.paused.throttle && 'throttle'].filter(Boolean);
   return {
     state: sample.state,
@@ -50,6 +59,7 @@ function barPayload(sample: ProgressSample, rates: Rates) {
     running: sample.running,
     failed: sample.failed,
     paused: paused.length ? ` | PAUSED (${paused.join(', ')})` : '',
+    throttle: throttle ? `c${throttle.concurrency} ${Math.round(throttle.rowsPerSecond).toLocaleString('en-US')} rows/s by ${throttle.binding}` : '—',
   };
 }
 
@@ -68,6 +78,7 @@ async function watch(ctx: Context, db: Db, release: string, intervalSeconds: num
     for (let first = true; ; first = false) {
       const sample = await releaseProgress(db, release);
       const rates = meter.add(sample);
+      const throttle = await latestThrottleDecision(db, release);
       const watched = WATCHED.includes(sample.state);
       if (first && !watched) break; // nothing to watch: just the status
       if (ctx.io.tty) {
@@ -76,17 +87,17 @@ async function watch(ctx: Context, db: Db, release: string, intervalSeconds: num
           bar = new cliProgress.SingleBar(
             {
               stream: process.stdout,
-              format: `${release} {state} {bar} {value}/{total} partitions | {rate} rows/s | ETA {etaText} | {running} running | {failed} failed{paused}`,
+              format: `${release} {state} {bar} {value}/{total} partitions | {rate} rows/s | ETA {etaText} | {running} running | {failed} failed | throttle {throttle}{paused}`,
               hideCursor: true,
             },
             cliProgress.Presets.shades_classic,
           );
-          bar.start(sample.total, sample.built, barPayload(sample, rates));
+          bar.start(sample.total, sample.built, barPayload(sample, rates, throttle));
         }
         bar.setTotal(sample.total);
-        bar.update(sample.built, barPayload(sample, rates));
+        bar.update(sample.built, barPayload(sample, rates, throttle));
       } else {
-        ctx.io.out(progressLine(sample, rates));
+        ctx.io.out(`${progressLine(sample, rates)}; throttle ${throttleSummary(throttle)}`);
       }
       if (!watched || stop.signal.aborted) break;
       try {

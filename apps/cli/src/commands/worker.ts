@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
+import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 import { startWorkerService } from '@genfill/build';
-import { createLogger } from '@genfill/observability';
+import { createLogger, createMetricsRegistry, serveMetrics, workerMetrics } from '@genfill/observability';
+import { createThrottle, DEFAULT_INTERVAL_MS, throttleMetrics } from '@genfill/throttle';
 import type { Context } from '../context.ts';
 
 const positive = (v: string) => {
@@ -17,13 +19,30 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--concurrency <n>', 'partitions built at once by this process', positive, 1)
     .option('--lock-duration <ms>', 'BullMQ lock and registry lease length', positive, 60_000)
     .option('--release <ids>', 'serve only these releases (comma-separated); overrides GENFILL_RELEASE')
-    .action((opts: { concurrency: number; lockDuration: number; release?: string }) =>
+    .option('--throttle-interval <ms>', 'time between throttle decisions; the controller lease is three of them', positive, DEFAULT_INTERVAL_MS)
+    .option('--no-throttle', 'run no throttle controller and meter no admission in this process')
+    .action((opts: { concurrency: number; lockDuration: number; release?: string; throttleInterval: number; throttle: boolean }) =>
       run(async (ctx) => {
         const cfg = ctx.config;
         const log = createLogger('worker', cfg.GENFILL_LOG_LEVEL);
         const db = await ctx.db();
         const connection = new Redis(cfg.REDIS_URL, { maxRetriesPerRequest: null });
+        const registry = createMetricsRegistry('worker');
         const releases = opts.release ? opts.release.split(',').map((s) => s.trim()).filter(Boolean) : cfg.GENFILL_RELEASE;
+        const throttle = opts.throttle
+          ? createThrottle({
+              db,
+              redis: connection,
+              prefix: cfg.GENFILL_QUEUE_PREFIX,
+              log,
+              worker: `${hostname()}:${process.pid}`,
+              databaseUrl: cfg.DATABASE_URL,
+              replicaUrls: cfg.GENFILL_REPLICA_URLS,
+              canarySql: cfg.GENFILL_CANARY_SQL,
+              intervalMs: opts.throttleInterval,
+              metrics: throttleMetrics(registry),
+            })
+          : undefined;
         const service = await startWorkerService({
           db,
           connection,
@@ -32,8 +51,18 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
           releases,
           concurrency: opts.concurrency,
           lockDurationMs: opts.lockDuration,
+          metrics: workerMetrics(registry),
+          throttle,
         });
-        log.info({ worker: service.id, serving: service.serving() }, 'worker started');
+        // A metrics port already taken is an error at start, not a worker without /metrics.
+        const metricsServer = cfg.GENFILL_METRICS_PORT === undefined
+          ? undefined
+          : await serveMetrics(registry, { port: cfg.GENFILL_METRICS_PORT }).catch(async (err: unknown) => {
+              await service.close();
+              connection.disconnect();
+              throw err;
+            });
+        log.info({ worker: service.id, serving: service.serving(), metricsPort: metricsServer?.port ?? null }, 'worker started');
         await new Promise<void>((resolve) => {
           const stop = (signal: string) => {
             log.info({ signal }, 'stopping: no new claims; in-flight builds finish');
@@ -46,6 +75,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
           process.once('SIGINT', () => stop('SIGINT'));
         });
         await connection.quit().catch(() => undefined);
+        await metricsServer?.close();
         log.info('worker stopped');
       }),
     );

@@ -22,11 +22,11 @@ export interface DemoBuild {
 
 export async function buildWithWorkers(
   db: Db,
-  o: { release: string; workers: number; env: NodeJS.ProcessEnv; say: (line: string) => void },
+  o: { release: string; workers: number; throttle: boolean; env: NodeJS.ProcessEnv; say: (line: string) => void },
 ): Promise<DemoBuild> {
   const started = performance.now();
   const children = Array.from({ length: o.workers }, () =>
-    spawn(process.execPath, [BIN, 'worker', '--release', o.release], {
+    spawn(process.execPath, [BIN, 'worker', '--release', o.release, ...(o.throttle ? [] : ['--no-throttle'])], {
       env: { ...process.env, ...o.env, GENFILL_LOG_LEVEL: o.env.GENFILL_LOG_LEVEL ?? 'warn' },
       stdio: ['ignore', 'ignore', 'inherit'],
     }),

@@ -1,0 +1,92 @@
+// A worker's share of the fleet's admission rate, metered by a local bottleneck limiter as a
+// token bucket of rows: a partition pays its estimated rows before it is claimed, so a big
+// partition waits longer than a small one and the fleet stays near the controller's rows/s.
+// Local mode only: bottleneck's Redis clustering loses its state on Redis 7 once keys are
+// lost, and the share is recomputed from the registry every second anyway.
+import Bottleneck from 'bottleneck';
+import type { Db } from '@genfill/registry';
+import { latestDecision } from './decisions.ts';
+
+const REFRESH_MS = 1_000;
+/** The bucket refills in steps this often; it holds at most one second of the share. */
+const STEP_MS = 100;
+
+export async function partitionEstimate(db: Db, release: string, partition: string): Promise<number> {
+  const { rows } = await db.query<{ n: string | null }>(
+    `SELECT est_rows::text AS n FROM genfill.partitions WHERE release = $1 AND id = $2`,
+    [release, partition],
+  );
+  return Math.max(0, Number(rows[0]?.n ?? 0));
+}
+
+function bucket(share: number): Bottleneck {
+  const step = Math.max(1, Math.floor((share * STEP_MS) / 1000));
+  return new Bottleneck({ reservoir: step, reservoirIncreaseInterval: STEP_MS, reservoirIncreaseAmount: step, reservoirIncreaseMaximum: share });
+}
+
+interface Meter {
+  limiter: Bottleneck;
+  /** Rows per second this worker may start; null before the controller's first decision. */
+  share: number | null;
+  checkedAt: number;
+}
+
+export class Admission {
+  readonly #meters = new Map<string, Meter>();
+  #closed = false;
+  constructor(private readonly db: Db) {}
+
+  #meter(release: string): Meter {
+    let m = this.#meters.get(release);
+    if (!m) {
+      m = { limiter: new Bottleneck({ maxConcurrent: null }), share: null, checkedAt: 0 };
+      this.#meters.set(release, m);
+    }
+    return m;
+  }
+
+  /**
+   * Follow the latest decision's per-worker share. A changed share gets a new bucket: the old
+   * limiter is stopped, which rejects its waiting instalments, and their callers pay again
+   * from the new one — an instalment sized for a larger share would otherwise never fit.
+   */
+  async #refresh(release: string, m: Meter): Promise<void> {
+    if (Date.now() - m.checkedAt < REFRESH_MS) return;
+    m.checkedAt = Date.now();
+    const d = await latestDecision(this.db, release);
+    const share = d ? Math.max(1, Math.floor(d.workerRowsPerSecond)) : null;
+    if (share === m.share) return;
+    m.share = share;
+    const old = m.limiter;
+    m.limiter = share === null ? new Bottleneck({ maxConcurrent: null }) : bucket(share);
+    void old.stop({ dropWaitingJobs: true }).catch(() => undefined);
+  }
+
+  /** The current share of `release` (rows/s), or null when unmetered. */
+  share(release: string): number | null {
+    return this.#meters.get(release)?.share ?? null;
+  }
+
+  /** Wait until this worker may start `partition`: its estimated rows paid from the bucket. */
+  async admit(release: string, partition: string): Promise<void> {
+    const m = this.#meter(release);
+    await this.#refresh(release, m);
+    if (m.share === null) return;
+    let owed = await partitionEstimate(this.db, release, partition);
+    // The bucket never holds more than one second of share, so a bigger partition pays in
+    // instalments; each follows the current share, which may change while we wait.
+    while (owed > 0 && !this.#closed) {
+      await this.#refresh(release, m);
+      if (m.share === null) return;
+      const part = Math.min(owed, m.share);
+      const paid = await m.limiter.schedule({ weight: part }, async () => true).catch(() => false);
+      if (paid) owed -= part;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all([...this.#meters.values()].map((m) => m.limiter.stop({ dropWaitingJobs: true }).catch(() => undefined)));
+    this.#meters.clear();
+  }
+}

@@ -1,14 +1,14 @@
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { hostname } from 'node:os';
-import { Redis } from 'ioredis';
 import { startWorkerService } from '@genfill/build';
 import { createLogger, createMetricsRegistry, serveMetrics, workerMetrics } from '@genfill/observability';
+import { createRedis, warnIfEvicting } from '@genfill/queue';
 import { createThrottle, DEFAULT_INTERVAL_MS, throttleMetrics } from '@genfill/throttle';
 import type { Context } from '../context.ts';
 
 const positive = (v: string) => {
   const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`expected a positive integer, got ${v}`);
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError(`expected a positive integer, got ${v}`);
   return n;
 };
 
@@ -26,7 +26,9 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         const cfg = ctx.config;
         const log = createLogger('worker', cfg.GENFILL_LOG_LEVEL);
         const db = await ctx.db();
-        const connection = new Redis(cfg.REDIS_URL, { maxRetriesPerRequest: null });
+        const connection = createRedis(cfg.REDIS_URL);
+        // An evicting Redis loses jobs silently; the registry recovers them, but say so now.
+        void warnIfEvicting(connection, log).catch(() => undefined);
         const registry = createMetricsRegistry('worker');
         const releases = opts.release ? opts.release.split(',').map((s) => s.trim()).filter(Boolean) : cfg.GENFILL_RELEASE;
         const throttle = opts.throttle

@@ -231,6 +231,15 @@ describe('final failures write nothing', () => {
 });
 
 describe('pause and cancel', () => {
+  it('writes nothing when the release stopped building between the claim and the commit', async () => {
+    await building('late@1', { from: '2025-07-01T00:00:00Z', to: '2025-07-02T00:00:00Z', dataset: 'orders_late' });
+    const c = (await claim('late@1', 'b-20250701T000000Z')) as { attempt: number };
+    await withTransaction(db, (x) => casTransition(x, { release: 'late@1', from: 'BUILDING', to: 'CANCELLED', action: 'cancel' }));
+    await expect(buildPartition(db, { release: 'late@1', partition: 'b-20250701T000000Z', attempt: c.attempt })).rejects.toThrow(/CANCELLED, no longer BUILDING/);
+    expect(await count(`SELECT count(*) AS n FROM genfill_data.orders_late__g1`)).toBe(0);
+    expect(await count(`SELECT count(*) AS n FROM genfill.receipts WHERE release = 'late@1'`)).toBe(0);
+  });
+
   it('refuses claims while paused without spending an attempt, and for good once cancelled', async () => {
     await building('paused@1', { from: '2025-07-01T00:00:00Z', to: '2025-07-02T00:00:00Z', dataset: 'orders_pause' });
     await db.query(`UPDATE genfill.releases SET operator_paused = true WHERE id = 'paused@1'`);

@@ -15,6 +15,7 @@ import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
 import { createExampleSchema, firstGenerationRelease, workspace, writeRelease } from './support/fixtures.ts';
 import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
+import { waitFor as waitUntil } from './support/wait.ts';
 
 const BIN = fileURLToPath(new URL('../apps/cli/bin/genfill.js', import.meta.url));
 const db = await createTestDatabase('metrics');
@@ -72,15 +73,7 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 60_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const waitFor = <T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 60_000) => waitUntil(what, probe, timeoutMs, { ignoreErrors: true });
 
 const one = async (sql: string, values: unknown[] = []) => (await db.pool.query(sql, values)).rows[0];
 

@@ -8,6 +8,7 @@ import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
 import { createExampleSchema, firstGenerationRelease, workspace, writeRelease } from './support/fixtures.ts';
 import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
+import { waitFor as waitUntil } from './support/wait.ts';
 
 const BIN = fileURLToPath(new URL('../apps/cli/bin/genfill.js', import.meta.url));
 const db = await createTestDatabase('throttle_lease');
@@ -37,15 +38,7 @@ function worker(): Worker {
   return { child, stderr: () => err };
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const waitFor = <T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 20_000) => waitUntil(what, probe, timeoutMs, { intervalMs: 20 });
 
 const one = async (sql: string, values: unknown[] = []) => (await db.pool.query(sql, values)).rows[0];
 const fence = () => one(`SELECT token::int AS token, holder, acquired_at FROM genfill.throttle_leases WHERE release = $1`, [RELEASE]);

@@ -9,6 +9,7 @@ import { createTestDatabase, keepOnFailure } from './support/db.ts';
 import { createExampleSchema, firstGenerationRelease, workspace, writeRelease } from './support/fixtures.ts';
 import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
 import { startReplica, type Replica } from './support/replica.ts';
+import { waitFor as waitUntil } from './support/wait.ts';
 
 const BIN = fileURLToPath(new URL('../apps/cli/bin/genfill.js', import.meta.url));
 const db = await createTestDatabase('throttle');
@@ -38,15 +39,7 @@ async function stop(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const waitFor = <T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000) => waitUntil(what, probe, timeoutMs);
 
 const one = async (sql: string, values: unknown[] = []) => (await db.pool.query(sql, values)).rows[0];
 const flags = (release: string) => one('SELECT state, operator_paused, throttle_paused FROM genfill.releases WHERE id = $1', [release]);

@@ -7,6 +7,7 @@ import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
 import { createExampleSchema, firstGenerationRelease, workspace, writeRelease } from './support/fixtures.ts';
 import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
+import { exited, waitFor as waitUntil } from './support/wait.ts';
 
 const BIN = fileURLToPath(new URL('../apps/cli/bin/genfill.js', import.meta.url));
 const db = await createTestDatabase('worker');
@@ -26,21 +27,8 @@ function worker(...args: string[]): ChildProcess {
   return child;
 }
 
-function exited(child: ChildProcess): Promise<number | null> {
-  return child.exitCode !== null || child.signalCode !== null
-    ? Promise.resolve(child.exitCode)
-    : new Promise((resolve) => child.once('exit', (code) => resolve(code)));
-}
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 120_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const waitFor = <T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 120_000) => waitUntil(what, probe, timeoutMs);
 
 const one = async (sql: string, values: unknown[] = []) => (await db.pool.query(sql, values)).rows[0];
 const state = async (release: string) => (await one('SELECT state FROM genfill.releases WHERE id = $1', [release])).state as string;

@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '@genfill/contracts';
 import { createMetricsRegistry, serveMetrics, type Logger, type MetricsServer, type Registry } from '@genfill/observability';
-import { createRedis, FAIL_FAST, redisAddress, type Redis } from '@genfill/queue';
+import { createServiceRedis, type Redis } from '@genfill/queue';
 import { assertSchemaCurrent, createPool, type Db } from '@genfill/registry';
 import { createApp } from './app.ts';
 import { SessionStore, TokenTable } from './auth.ts';
@@ -55,16 +55,7 @@ export async function startApi(o: ApiServerOptions): Promise<ApiServer> {
 
   try {
     await assertSchemaCurrent(db);
-    let lastRedisError = '';
-    redis = createRedis(config.REDIS_URL, {
-      ...FAIL_FAST,
-      onError: (err) => {
-        // ioredis reports every reconnect attempt; one line per distinct failure is enough.
-        if (err.message !== lastRedisError) log.warn({ err: err.message, redis: redisAddress(config.REDIS_URL) }, 'Redis connection error');
-        lastRedisError = err.message;
-      },
-    });
-    redis.on('ready', () => (lastRedisError = ''));
+    redis = createServiceRedis(config.REDIS_URL, log);
     const registry = createMetricsRegistry('api');
     queues = new ReleaseQueues(db, redis, config.GENFILL_QUEUE_PREFIX, log);
     registerQueueGauges(registry, { db, redis, queues, log });

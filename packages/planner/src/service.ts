@@ -5,7 +5,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config, ReleaseState } from '@genfill/contracts';
 import { createMetricsRegistry, plannerMetrics, serveMetrics, type Logger, type MetricsServer, type PlannerMetrics, type Registry } from '@genfill/observability';
-import { createRedis, FAIL_FAST, redisAddress, redisAnswers, warnIfEvicting, withDeadline, type Redis } from '@genfill/queue';
+import { createServiceRedis, redisAnswers, warnIfEvicting, withDeadline, type Redis } from '@genfill/queue';
 import { assertSchemaCurrent, createPool, type Db } from '@genfill/registry';
 import { dispatchRelease, startBuilding, type Dispatcher } from './dispatch.ts';
 
@@ -117,16 +117,7 @@ export async function runPlannerService(opts: PlannerServiceOptions): Promise<Pl
     const registry = opts.registry ?? createMetricsRegistry('planner');
     const metrics = plannerMetrics(registry);
     if (config.GENFILL_METRICS_PORT !== undefined) metricsServer = await serveMetrics(registry, { port: config.GENFILL_METRICS_PORT });
-    let lastRedisError = '';
-    redis = createRedis(config.REDIS_URL, {
-      ...FAIL_FAST,
-      onError: (err) => {
-        // ioredis reports every reconnect attempt; one line per distinct failure is enough.
-        if (err.message !== lastRedisError) log.warn({ err: err.message, redis: redisAddress(config.REDIS_URL) }, 'Redis connection error');
-        lastRedisError = err.message;
-      },
-    });
-    redis.on('ready', () => (lastRedisError = ''));
+    redis = createServiceRedis(config.REDIS_URL, log);
     if (await redisAnswers(redis)) await warnIfEvicting(redis, log);
     const dispatcher: Dispatcher = { redis, prefix: config.GENFILL_QUEUE_PREFIX };
     const intervalMs = Math.max(1, opts.intervalSeconds * 1000);

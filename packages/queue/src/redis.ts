@@ -131,3 +131,20 @@ export async function warnIfEvicting(redis: Redis, log: WarnLog): Promise<string
   }
   return policy;
 }
+
+/**
+ * A long-running service's Redis client: fails fast, and logs each distinct connection error
+ * once (ioredis reports every reconnect attempt) until the connection is ready again.
+ */
+export function createServiceRedis(url: string, log: WarnLog): Redis {
+  let last = '';
+  const redis = createRedis(url, {
+    ...FAIL_FAST,
+    onError: (err) => {
+      if (err.message !== last) log.warn({ err: err.message, redis: redisAddress(url) }, 'Redis connection error');
+      last = err.message;
+    },
+  });
+  redis.on('ready', () => (last = ''));
+  return redis;
+}

@@ -13,7 +13,7 @@ import { runPlannerService } from '@genfill/planner';
 import { createRedis } from '@genfill/queue';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
-import { createExampleSchema, firstGenerationRelease, workspace, writeRelease } from './support/fixtures.ts';
+import { createExampleSchema, dailyRelease, workspace, writeRelease } from './support/fixtures.ts';
 import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
 import { waitFor as waitUntil } from './support/wait.ts';
 
@@ -78,12 +78,7 @@ const waitFor = <T>(what: string, probe: () => Promise<T | undefined | null | fa
 const one = async (sql: string, values: unknown[] = []) => (await db.pool.query(sql, values)).rows[0];
 
 async function release(id: string, dataset: string, days: number): Promise<void> {
-  const r = firstGenerationRelease();
-  r.release = id;
-  r.dataset = dataset;
-  r.target.table = `public.${dataset}`;
-  r.range = { from: '2025-07-01T00:00:00Z', to: new Date(Date.UTC(2025, 6, 1 + days)).toISOString().replace('.000Z', 'Z') };
-  expect((await cli('release', 'submit', writeRelease(workspace(), r))).code).toBe(0);
+  expect((await cli('release', 'submit', writeRelease(workspace(), dailyRelease(id, dataset, days)))).code).toBe(0);
 }
 
 beforeAll(async () => {

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
-import { createExampleSchema, firstGenerationRelease, workspace, writeRelease } from './support/fixtures.ts';
+import { createExampleSchema, dailyRelease, workspace, writeRelease } from './support/fixtures.ts';
 import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
 import { startReplica, type Replica } from './support/replica.ts';
 import { waitFor as waitUntil } from './support/wait.ts';
@@ -54,13 +54,7 @@ const activity = (release: string) =>
   );
 
 async function release(id: string, dataset: string, budget: Record<string, number>, days = 120): Promise<void> {
-  const r = firstGenerationRelease();
-  r.release = id;
-  r.dataset = dataset;
-  r.target.table = `public.${dataset}`;
-  r.range = { from: '2025-07-01T00:00:00Z', to: new Date(Date.UTC(2025, 6, 1 + days)).toISOString().replace('.000Z', 'Z') };
-  r.budget = budget;
-  expect((await cli('release', 'submit', writeRelease(workspace(), r))).code).toBe(0);
+  expect((await cli('release', 'submit', writeRelease(workspace(), dailyRelease(id, dataset, days, { budget })))).code).toBe(0);
   expect((await cli('plan', id)).code).toBe(0);
 }
 

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
-import { createExampleSchema, firstGenerationRelease, workspace, writeRelease } from './support/fixtures.ts';
+import { createExampleSchema, dailyRelease, workspace, writeRelease } from './support/fixtures.ts';
 import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
 import { exited, waitFor as waitUntil } from './support/wait.ts';
 
@@ -35,12 +35,7 @@ const state = async (release: string) => (await one('SELECT state FROM genfill.r
 
 /** A first-generation release of its own dataset over `days` daily partitions from 2025-07-01. */
 async function release(id: string, dataset: string, days = 20): Promise<void> {
-  const r = firstGenerationRelease();
-  r.release = id;
-  r.dataset = dataset;
-  r.target.table = `public.${dataset}`;
-  r.range = { from: '2025-07-01T00:00:00Z', to: new Date(Date.UTC(2025, 6, 1 + days)).toISOString().replace('.000Z', 'Z') };
-  expect((await cli('release', 'submit', writeRelease(workspace(), r))).code).toBe(0);
+  expect((await cli('release', 'submit', writeRelease(workspace(), dailyRelease(id, dataset, days)))).code).toBe(0);
 }
 
 /** The release's candidate holds exactly the transform of the source in range, once per key. */

@@ -66,3 +66,16 @@ export async function registryCounts(pool: pg.Pool): Promise<Record<string, numb
   }
   return out;
 }
+
+/**
+ * The first-generation example as release `id` of its own dataset (view `public.<dataset>`),
+ * over `days` daily partitions from 2025-07-01, with optional overrides (e.g. a budget).
+ */
+export function dailyRelease(id: string, dataset: string, days: number, overrides: Record<string, any> = {}): Record<string, any> {
+  const r = firstGenerationRelease();
+  r.release = id;
+  r.dataset = dataset;
+  r.target.table = `public.${dataset}`;
+  r.range = { from: '2025-07-01T00:00:00Z', to: new Date(Date.UTC(2025, 6, 1 + days)).toISOString().replace('.000Z', 'Z') };
+  return { ...r, ...overrides };
+}

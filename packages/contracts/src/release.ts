@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import canonicalize from 'canonicalize';
+import { Temporal } from 'temporal-polyfill';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { InvalidInputError, type Problem } from './errors.ts';
@@ -128,7 +129,7 @@ function checkSemantics(spec: ReleaseSpec): { problems: Problem[]; spec: Release
   const timezone = attempt(() => checkTimezone(spec.timezone, 'timezone'));
   attempt(() => parseEvery(spec.partition.every, 'partition.every'));
   attempt(() => parseEvery(spec.rollbackWindow, 'rollbackWindow'));
-  if (from && to && Temporal_compare(from.epochNanoseconds, to.epochNanoseconds) >= 0) {
+  if (from && to && Temporal.Instant.compare(from, to) >= 0) {
     problems.push({ path: 'range', message: `from (${spec.range.from}) must be before to (${spec.range.to}); the range is half-open [from, to)` });
   }
   if (spec.source.key.includes(spec.source.time)) {
@@ -158,10 +159,6 @@ function checkSemantics(spec: ReleaseSpec): { problems: Problem[]; spec: Release
     deadline: deadline?.toString() ?? spec.deadline,
   };
   return { problems, spec: normalised };
-}
-
-function Temporal_compare(a: bigint, b: bigint): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /**

@@ -2,8 +2,11 @@
 // reads — the source, its dependency tables, the old and the new generation — measured side
 // by side in one run (issue 6: target ≤ 2×, goal 1.5×), with the time of each check.
 //
-//   genfill demo                                   # seeds, adopts tax-fix-g2, plans order-tax-fix@3
-//   DATABASE_URL=… npx tsx bench/reconcile.ts [--release order-tax-fix@3] [--runs 3]
+//   npx tsx bench/reconcile.ts [--rows 2000000] [--runs 3] [--connections 2] [--workers n]
+//
+// Without DATABASE_URL it uses a database genfill_bench_reconcile, created on first use and
+// seeded by `genfill demo --rows <rows> --until build` (the demo's story up to a BUILT
+// candidate). With DATABASE_URL it reconciles --release there (run the demo first).
 //
 // The candidate is built first if it is not (claimPartition + buildPartition for every
 // partition, as a worker does). A RECONCILED release is reconciled again (a pass records a
@@ -13,7 +16,9 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import pg from 'pg';
 import { buildPartition, claimPartition } from '@genfill/build';
+import { main } from '@genfill/cli';
 import { quoteQualified } from '@genfill/contracts';
 import { startBuilding } from '@genfill/planner';
 import { reconcile, type ReconcileResult } from '@genfill/reconcile';
@@ -26,11 +31,37 @@ const { values: args } = parseArgs({
     // Passed to reconcile(): connections sharing the snapshot, parallel workers per pass.
     connections: { type: 'string', default: '2' },
     workers: { type: 'string' },
+    rows: { type: 'string', default: '2000000' },
   },
 });
 const RELEASE = args.release!;
 const RUNS = Math.max(1, Number(args.runs));
-const db = createPool({ DATABASE_URL: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' } as never, 'bench-reconcile', 6);
+const ADMIN = 'postgres://postgres@127.0.0.1:5432/postgres';
+const DATABASE_URL = process.env.DATABASE_URL ?? (() => {
+  const u = new URL(ADMIN);
+  u.pathname = '/genfill_bench_reconcile';
+  return u.toString();
+})();
+if (!process.env.DATABASE_URL) {
+  const admin = new pg.Client({ connectionString: ADMIN });
+  await admin.connect();
+  const exists = await admin.query(`SELECT 1 FROM pg_database WHERE datname = 'genfill_bench_reconcile'`);
+  if (exists.rowCount === 0) await admin.query('CREATE DATABASE genfill_bench_reconcile');
+  await admin.end();
+  const seeded = new pg.Client({ connectionString: DATABASE_URL });
+  await seeded.connect();
+  const have = await seeded.query(`SELECT to_regclass('genfill.releases') IS NOT NULL AND EXISTS (SELECT 1 FROM pg_tables WHERE tablename = 'orders') AS ok`);
+  const ready = have.rows[0].ok && (await seeded.query(`SELECT 1 FROM genfill.releases WHERE id = $1`, [args.release])).rowCount === 1;
+  await seeded.end();
+  if (!ready) {
+    console.log(`preparing: genfill demo --rows ${args.rows} --until build (once)`);
+    const dir = mkdtempSync(join(tmpdir(), 'genfill-bench-reconcile-demo-'));
+    const env = { ...process.env, DATABASE_URL, GENFILL_QUEUE_PREFIX: '{genfill-bench-reconcile}', GENFILL_LOG_LEVEL: 'warn' };
+    const code = await main(['demo', '--rows', args.rows!, '--until', 'build', '--no-throttle', '--dir', dir], { out: () => undefined, err: (t) => process.stderr.write(`${t}\n`), env, tty: false });
+    if (code !== 0) throw new Error(`genfill demo exited ${code}`);
+  }
+}
+const db = createPool({ DATABASE_URL } as never, 'bench-reconcile', 6);
 const secs = (ms: number) => `${(ms / 1000).toFixed(2)}s`;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 

@@ -11,7 +11,7 @@
 // (one output row per source row), so that is the per-partition result, grouped.
 import { quoteQualified } from '@genfill/contracts';
 import type { Conn } from '@genfill/registry';
-import { boundsCte, bucketOf, col, inRange, Params, transformBody } from './fragments.ts';
+import { boundsCte, bucketOf, col, inRange, orderByKey, Params, transformBody } from './fragments.ts';
 import { hashOf, root, rootOf, type Digest } from './roots.ts';
 import { columnType, sourceType, type PartitionRef, type Subject } from './subject.ts';
 
@@ -172,6 +172,13 @@ export interface OldBucket {
  * Old vs new over [from, to), key by key: keys only in the old generation (missing), only
  * in the candidate (extra), and per non-key column the rows whose value changed. A
  * tombstone of either side is no row. No hashing here: the values are compared directly.
+ *
+ * A merge join over both generations read in key order. Each side pins its `generation`
+ * (the leading column of the generation table's primary key) and orders by the key, so the
+ * primary key index delivers the rows already sorted: no hash table of 2M wide rows, no
+ * sort. Measured on the 2M-row demo: ~1.7 s against ~2.6 s for the hash full join the
+ * planner picks without the order (it cannot see that a partition holds one generation).
+ * A row's partition is computed once, after the join, from whichever side has the row.
  */
 export function oldPassSql(s: Subject, build: readonly PartitionRef[]): Sql & { changed: string[] } {
   const timeType = columnType(s, s.time);
@@ -180,15 +187,16 @@ export function oldPassSql(s: Subject, build: readonly PartitionRef[]): Sql & { 
   const nonKey = names.filter((c) => !s.key.includes(c));
   const k0 = s.key[0]!;
   const both = `${col('n', k0)} IS NOT NULL AND ${col('o', k0)} IS NOT NULL`;
-  const scan = (alias: string, table: string) => `${alias} AS (
-  SELECT ${bucket(r, col(alias, s.time), timeType)} AS "__gf_b", ${names.map((c) => col(alias, c)).join(', ')}
+  const scan = (alias: string, table: string, generation: string) => `${alias} AS (
+  SELECT ${names.map((c) => col(alias, c)).join(', ')}
     FROM ${table} AS ${alias}
-   WHERE ${inRelease(r, col(alias, s.time), timeType)} AND NOT ${alias}."_gf_deleted"
+   WHERE ${alias}."generation" = ${r.p.add(generation)} AND ${inRelease(r, col(alias, s.time), timeType)} AND NOT ${alias}."_gf_deleted"
+   ORDER BY ${orderByKey(alias, s.key.map((name) => ({ name })))}
 )`;
   const text = `WITH ${bounds(r, timeType)},
-${scan('n', s.candidateTable)},
-${scan('o', s.oldTable!)}
-SELECT coalesce(n."__gf_b", o."__gf_b") AS bucket,
+${scan('n', s.candidateTable, s.generation)},
+${scan('o', s.oldTable!, s.expectedActive!)}
+SELECT ${bucket(r, `coalesce(${col('n', s.time)}, ${col('o', s.time)})`, timeType)} AS bucket,
        count(${col('o', k0)})::text AS rows,
        count(*) FILTER (WHERE ${col('n', k0)} IS NULL)::text AS missing,
        count(*) FILTER (WHERE ${col('o', k0)} IS NULL)::text AS extra${nonKey

@@ -8,9 +8,9 @@
 //   5. bisection of the partitions whose rows differ, and the key listings;
 //   6. verdict, stored and CASed in one fenced transaction with the findings file.
 import { performance } from 'node:perf_hooks';
-import { InvalidInputError, RefusedError, type ReleaseState } from '@genfill/contracts';
+import { InvalidInputError, quoteIdent, RefusedError, type ReleaseState } from '@genfill/contracts';
 import type { Logger } from '@genfill/observability';
-import type { Db } from '@genfill/registry';
+import { DATA_SCHEMA, generationTable, type Db } from '@genfill/registry';
 import { Bisector, type BisectResult } from './bisect.ts';
 import { checkOutside, comparePartitions, type PartitionCheck } from './compare.ts';
 import { FindingsWriter, findingsDirOf, type Finding, type FindingKind } from './findings.ts';
@@ -71,6 +71,7 @@ export async function reconcile(db: Db, releaseId: string, opts: ReconcileOption
     }
   };
   const log = opts.log?.child({ release: releaseId });
+  await timed('analyze', () => analyzeStale(db, releaseId));
   const session = await openSnapshot(db, {
     connections: Math.max(1, opts.connections ?? 2),
     workMem: opts.workMem ?? '256MB',
@@ -147,6 +148,31 @@ export async function reconcile(db: Db, releaseId: string, opts: ReconcileOption
   } finally {
     await session.close();
   }
+}
+
+/**
+ * Fresh statistics for the generations the passes join. A candidate just built has none (the
+ * reconciler usually runs before autovacuum gets to it), and the planner then expects a few
+ * rows where there are millions: sorts spilled to disk, a group aggregate instead of a hash
+ * (measured on the 2M-row demo: the old-vs-new pass 4.4 s without statistics, 2.8 s with).
+ * ANALYZE samples (~0.2 s here) and cannot run inside the read-only snapshot, so it runs
+ * first, only for a table never analyzed or changed by more than a tenth since.
+ */
+async function analyzeStale(db: Db, releaseId: string): Promise<void> {
+  const rel = await db.query<{ dataset: string; generation: string; expected_active: string | null }>(
+    `SELECT dataset, generation, expected_active FROM genfill.releases WHERE id = $1`,
+    [releaseId],
+  );
+  const r = rel.rows[0];
+  if (!r) return; // loadSubject says so, in the snapshot
+  const names = [r.generation, r.expected_active].filter((g): g is string => g !== null).map((g) => generationTable(r.dataset, g));
+  const { rows } = await db.query<{ relname: string }>(
+    `SELECT relname FROM pg_stat_user_tables
+      WHERE schemaname = $1 AND relname = ANY($2::text[])
+        AND (coalesce(last_analyze, last_autoanalyze) IS NULL OR n_mod_since_analyze > 0.1 * greatest(n_live_tup, 1))`,
+    [DATA_SCHEMA, names],
+  );
+  for (const x of rows) await db.query(`ANALYZE ${quoteIdent(DATA_SCHEMA)}.${quoteIdent(x.relname)}`);
 }
 
 async function createWriter(dir: string, opts: ReconcileOptions): Promise<FindingsWriter> {

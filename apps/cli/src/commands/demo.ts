@@ -39,6 +39,26 @@ function parseWorkers(value: string): number {
 
 const DEMO_APPROVER = 'genfill_demo_approver';
 
+/** The demo's steps in order; `--until <step>` stops after one of them. */
+const STEPS = ['migrate', 'seed', 'adopt', 'submit', 'plan', 'build', 'reconcile', 'approve'] as const;
+type Step = (typeof STEPS)[number];
+/** What an operator runs next when the demo stopped after a step. */
+const NEXT: Record<Step, string> = {
+  migrate: 'genfill demo',
+  seed: 'genfill demo',
+  adopt: `genfill release submit <dir>/order-tax-fix.yaml`,
+  submit: `genfill plan ${RELEASE}`,
+  plan: `genfill worker --release ${RELEASE}`,
+  build: `genfill reconcile ${RELEASE}`,
+  reconcile: `genfill approve ${RELEASE} (as a second role)`,
+  approve: '',
+};
+
+function parseStep(value: string): Step {
+  if (!(STEPS as readonly string[]).includes(value)) throw new InvalidArgumentError(`expected one of ${STEPS.join(', ')}`);
+  return value as Step;
+}
+
 /**
  * Approval is never the submitter's: the demo approves through a second login role, made a
  * member of genfill_approver (this needs CREATEROLE, as the demo's other setup does).
@@ -91,8 +111,9 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--dir <path>', 'where the demo writes its release and transform files', '.genfill/demo')
     .option('--workers <n>', 'worker processes that build the candidate', (v) => parseWorkers(v), 2)
     .option('--no-throttle', 'build without the throttle (it paces by replica lag, a canary and errors)')
+    .option('--until <step>', `stop after this step (${STEPS.join(', ')}), e.g. build to reconcile by hand`, parseStep, 'approve' as Step)
     .option('--json', 'print one JSON object with every result instead of the story')
-    .action((opts: { rows: number; dir: string; workers: number; throttle: boolean; json?: boolean }) =>
+    .action((opts: { rows: number; dir: string; workers: number; throttle: boolean; until: Step; json?: boolean }) =>
       run(async (ctx) => {
         // With --json stdout carries the one object and nothing else.
         const say = (line: string) => (opts.json ? undefined : ctx.io.out(line));
@@ -105,6 +126,14 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
           return result;
         };
         const took = (name: string) => `(${phases[name]}s)`;
+        const results: Record<string, unknown> = { release: RELEASE };
+        // True when the demo stops after `step`: says what to run next (or prints the JSON so far).
+        const stopsAfter = (step: Step): boolean => {
+          if (opts.until !== step) return false;
+          if (opts.json) json(ctx.io, { ...results, stoppedAfter: step, phases, totalSeconds: secs(performance.now() - started) });
+          else say(`stopped after ${step} (--until ${step}); next: ${NEXT[step].replace('<dir>', dir)}`);
+          return true;
+        };
 
         const dir = resolve(opts.dir);
         mkdirSync(dir, { recursive: true });
@@ -112,11 +141,14 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
 
         const migrated = await phase('migrate', () => migrate(ctx.rawDb()));
         say(`[1/8] migrate: registry schema at version ${migrated.version} ${took('migrate')}`);
+        if (stopsAfter('migrate')) return;
         const db = await ctx.db();
 
         say(`[2/8] seed: ${count(opts.rows)} orders in the release's year, more outside it`);
         const seeded = await phase('seed', () => seedDemo(db, { rows: opts.rows, log: (line) => say(`      ${line}`) }));
         say(`      ${seeded.seeded ? 'seeded' : 'already seeded'}: public.orders holds ${count(seeded.orders)} orders ${took('seed')}`);
+        results.orders = { ...seeded, inRange: opts.rows };
+        if (stopsAfter('seed')) return;
 
         // The table the old pipeline built becomes generation tax-fix-g2, the release's expectedActive.
         const adoptTransform = writeAdoptTransform(dir);
@@ -135,16 +167,22 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
           `[3/8] adopt: ${adopted.status === 'adopted' ? 'adopted' : 'already adopted'} public.orders_enriched as ` +
             `${adopted.dataset} generation ${adopted.generation} (${count(adopted.rows)} rows) ${took('adopt')}`,
         );
+        results.adopt = adopted;
+        if (stopsAfter('adopt')) return;
 
         const releaseFile = writeDemoRelease(dir);
         const submitted = await phase('submit', () => submitRelease(releaseFile, db));
         say(
           `[4/8] submit: ${submitted.status} ${submitted.release} (${submitted.partitions} partitions, digest ${submitted.digest}) ${took('submit')}`,
         );
+        results.submit = submitted;
+        if (stopsAfter('submit')) return;
 
         const plan = await phase('plan', () => planWithDispatch(ctx, RELEASE));
         say(`[5/8] plan ${took('plan')}`);
         say(describePlan(plan).replace(/^/gm, '      '));
+        results.plan = plan;
+        if (stopsAfter('plan')) return;
 
         // Two worker processes build the candidate; a second run finds it built already.
         let build: DemoBuild | null = null;
@@ -159,6 +197,9 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         }
         const receipts: ReceiptSummary = await receiptSummary(db, RELEASE);
         say(describeReceipts(receipts, build));
+        results.build = build;
+        results.receipts = receipts;
+        if (stopsAfter('build')) return;
 
         // The reconciler proves the candidate with its own queries; a second role approves.
         let reconciliation: ReconcileResult | null = null;
@@ -173,6 +214,8 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         } else {
           say(`[7/8] reconcile: ${RELEASE} is ${before} already`);
         }
+        results.reconciliation = reconciliation;
+        if (stopsAfter('reconcile')) return;
         const approval = await phase('approve', () => approveAsSecondRole(ctx, db));
         say(`[8/8] approve as ${approval.principal}: ${approval.outcome}, ${approval.approvals}/${approval.required} → ${approval.state} ${took('approve')}`);
 

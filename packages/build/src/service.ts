@@ -23,7 +23,13 @@ export interface WorkerServiceOptions {
   /** Counters of this process's registry (workerMetrics); none when omitted. */
   metrics?: WorkerMetrics;
   /** The throttle (@genfill/throttle createThrottle): a controller per served release, admission before each claim. */
-  throttle?: { serve(release: string): void; admit(release: string, partition: string): Promise<void>; close(): Promise<void> };
+  throttle?: {
+    serve(release: string): void;
+    admit(release: string, partition: string): Promise<void>;
+    /** This worker's part of the release's global concurrency; the worker runs at most that many. */
+    slots(release: string): Promise<number | null>;
+    close(): Promise<void>;
+  };
 }
 
 export interface WorkerService {
@@ -44,7 +50,7 @@ export async function startWorkerService(o: WorkerServiceOptions): Promise<Worke
     const w = new Worker(queueName(release), processor, {
       connection: o.connection,
       prefix: o.prefix,
-      concurrency: o.concurrency ?? 1,
+      concurrency: configured,
       lockDuration,
       // Check for stalled jobs as often as a lock can expire, so a killed worker's partition
       // goes back to the queue within about one lock duration.
@@ -64,6 +70,23 @@ export async function startWorkerService(o: WorkerServiceOptions): Promise<Worke
     for (const r of rows) serve(r.id);
   };
 
+  // The throttle spreads the queue's global concurrency over the workers: each runs at most
+  // its part (and never more than --concurrency), re-read every second.
+  const configured = o.concurrency ?? 1;
+  const spread = o.throttle
+    ? setInterval(() => {
+        for (const [release, w] of workers) {
+          void o.throttle!.slots(release).then(
+            (n) => {
+              const want = Math.min(configured, n ?? configured);
+              if (!closing && w.concurrency !== want) w.concurrency = want;
+            },
+            () => undefined,
+          );
+        }
+      }, 1_000)
+    : undefined;
+
   let timer: NodeJS.Timeout | undefined;
   if (o.releases && o.releases.length > 0) {
     for (const r of o.releases) serve(r);
@@ -78,6 +101,7 @@ export async function startWorkerService(o: WorkerServiceOptions): Promise<Worke
     close: async () => {
       closing = true;
       if (timer) clearInterval(timer);
+      if (spread) clearInterval(spread);
       // close() waits for active jobs: a build in flight commits or rolls back first.
       await Promise.all([...workers.values()].map((w) => w.close()));
       await o.throttle?.close();

@@ -46,6 +46,9 @@ export const configSchema = z.object({
   GENFILL_API_TOKENS: list(apiToken).optional(),
   GENFILL_REPLICA_URLS: list(postgresUrl).optional(),
   GENFILL_CANARY_SQL: z.string().min(1).optional(),
+  GENFILL_CANARY_EVERY_MS: z.coerce.number().int().min(10).max(60_000).optional(),
+  GENFILL_PROMETHEUS_URL: z.url({ protocol: /^https?$/ }).optional(),
+  GENFILL_FOREGROUND_QUERY: z.string().min(1).optional(),
   GENFILL_MAX_PENDING_EVENTS: z.coerce.number().int().positive().default(1_000_000),
   GENFILL_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });

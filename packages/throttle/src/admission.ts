@@ -10,6 +10,13 @@ import { latestDecision } from './decisions.ts';
 const REFRESH_MS = 1_000;
 /** The bucket refills in steps this often; it holds at most one second of the share. */
 const STEP_MS = 100;
+/**
+ * How often bottleneck's timer looks at the bucket. Bottleneck adds the refill step on this
+ * heartbeat (default 250 ms), at most once per beat: with the default a 100 ms step landed
+ * every 250–300 ms and a worker got about 40% of its share (measured). A beat well under the
+ * step keeps the refill within 20% of the step.
+ */
+const HEARTBEAT_MS = 20;
 
 export async function partitionEstimate(db: Db, release: string, partition: string): Promise<number> {
   const { rows } = await db.query<{ n: string | null }>(
@@ -19,16 +26,31 @@ export async function partitionEstimate(db: Db, release: string, partition: stri
   return Math.max(0, Number(rows[0]?.n ?? 0));
 }
 
-function bucket(share: number): Bottleneck {
+/** A token bucket of rows refilled at `share` rows/s, holding at most one second of it. */
+export function shareBucket(share: number): Bottleneck {
   const step = Math.max(1, Math.floor((share * STEP_MS) / 1000));
-  return new Bottleneck({ reservoir: step, reservoirIncreaseInterval: STEP_MS, reservoirIncreaseAmount: step, reservoirIncreaseMaximum: share });
+  // heartbeatInterval is a real option of bottleneck's local store, missing from its typings.
+  const opts = { reservoir: step, reservoirIncreaseInterval: STEP_MS, reservoirIncreaseAmount: step, reservoirIncreaseMaximum: share, heartbeatInterval: HEARTBEAT_MS };
+  return new Bottleneck(opts as Bottleneck.ConstructorOptions);
 }
 
 interface Meter {
   limiter: Bottleneck;
   /** Rows per second this worker may start; null before the controller's first decision. */
   share: number | null;
+  /** Partitions this worker should run at once: its part of the queue's global concurrency. */
+  slots: number | null;
   checkedAt: number;
+}
+
+/**
+ * A worker's part of the fleet's concurrency: ceil(concurrency ÷ live workers). The share is
+ * per worker, so the slots must be spread too — BullMQ would happily put both of a fleet's two
+ * slots on one worker, whose one share then pays for two partitions while the other worker's
+ * share goes unused (measured: the fleet built half the decided rate).
+ */
+export function workerSlots(concurrency: number, liveWorkers: number): number {
+  return Math.max(1, Math.ceil(concurrency / Math.max(1, liveWorkers)));
 }
 
 export class Admission {
@@ -39,7 +61,7 @@ export class Admission {
   #meter(release: string): Meter {
     let m = this.#meters.get(release);
     if (!m) {
-      m = { limiter: new Bottleneck({ maxConcurrent: null }), share: null, checkedAt: 0 };
+      m = { limiter: new Bottleneck({ maxConcurrent: null }), share: null, slots: null, checkedAt: 0 };
       this.#meters.set(release, m);
     }
     return m;
@@ -55,11 +77,19 @@ export class Admission {
     m.checkedAt = Date.now();
     const d = await latestDecision(this.db, release);
     const share = d ? Math.max(1, Math.floor(d.workerRowsPerSecond)) : null;
+    m.slots = d ? workerSlots(d.concurrency, d.liveWorkers) : null;
     if (share === m.share) return;
     m.share = share;
     const old = m.limiter;
-    m.limiter = share === null ? new Bottleneck({ maxConcurrent: null }) : bucket(share);
+    m.limiter = share === null ? new Bottleneck({ maxConcurrent: null }) : shareBucket(share);
     void old.stop({ dropWaitingJobs: true }).catch(() => undefined);
+  }
+
+  /** How many partitions of `release` this worker should run at once; null before any decision. */
+  async slots(release: string): Promise<number | null> {
+    const m = this.#meter(release);
+    await this.#refresh(release, m);
+    return m.slots;
   }
 
   /** The current share of `release` (rows/s), or null when unmetered. */

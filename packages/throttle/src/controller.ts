@@ -10,7 +10,7 @@ import { budgetOf, decide, initialKnobs, type Knobs } from './aimd.ts';
 import { knobsOf, latestDecision, recordDecision, releaseThrottleState, takeFence } from './decisions.ts';
 import { leaseKey, RedisLease } from './lease.ts';
 import type { ThrottleMetrics } from './metrics.ts';
-import type { Signal } from './signals.ts';
+import { fleetThroughput, type Signal } from './signals.ts';
 
 export interface ControllerOptions {
   db: Db;
@@ -49,6 +49,8 @@ export class ReleaseController {
   #running: Promise<void> | null = null;
   #stopped = false;
   #lastDecreaseAt = 0;
+  /** Started from the initial knobs and not cut since (see Observed.slowStart). */
+  #slowStart = false;
   #lastStepAt = 0;
 
   constructor(o: ControllerOptions) {
@@ -87,6 +89,7 @@ export class ReleaseController {
       this.#token = await takeFence(o.db, o.release, o.holder);
       const last = await latestDecision(o.db, o.release);
       this.#knobs = last ? knobsOf(last) : null;
+      this.#slowStart = last === null;
       this.#signals = o.signals();
       this.#role = 'leader';
       o.metrics?.leader(o.release, true);
@@ -94,8 +97,12 @@ export class ReleaseController {
     }
 
     const readings = await Promise.all(this.#signals.map((s) => s.read()));
-    const prev = this.#knobs ?? { ...initialKnobs(st.budget), paused: st.throttlePaused };
-    let decision = decide(st.budget, prev, readings);
+    const liveWorkers = await this.#liveWorkers();
+    const prev = this.#knobs ?? { ...initialKnobs(st.budget, liveWorkers), paused: st.throttlePaused };
+    // What the fleet built over one step's window decides whether concurrency is wanted.
+    const windowMs = Math.max(o.cooldownMs ?? 0, o.intervalMs * 5);
+    const built = { rowsPerSecond: await fleetThroughput(o.db, o.release, windowMs), windowMs };
+    let decision = decide(st.budget, prev, readings, { builtRowsPerSecond: built.rowsPerSecond, liveWorkers, slowStart: this.#slowStart });
     // One step per window: a cut waits for the last cut to show, a climb for the last step.
     const now = Date.now();
     const cooldown = o.cooldownMs ?? 0;
@@ -105,9 +112,8 @@ export class ReleaseController {
       this.#lastStepAt = now;
       if (decision.action === 'decrease') this.#lastDecreaseAt = now;
     }
-    const liveWorkers = await this.#liveWorkers();
     const workerRowsPerSecond = decision.rowsPerSecond / liveWorkers;
-    const res = await recordDecision(o.db, { release: o.release, token: this.#token, holder: o.holder, decision, readings, liveWorkers, workerRowsPerSecond });
+    const res = await recordDecision(o.db, { release: o.release, token: this.#token, holder: o.holder, decision, readings, liveWorkers, workerRowsPerSecond, built });
     if (res.kind === 'fenced') {
       // Zero rows: a successor bumped the token while we were not looking. Nothing landed.
       o.metrics?.fenced(o.release);
@@ -115,12 +121,13 @@ export class ReleaseController {
       return void (await this.#stepDown('fenced'));
     }
     this.#knobs = decision;
+    if (decision.action === 'decrease' || decision.action === 'pause') this.#slowStart = false;
     // Redis after Postgres: the registry row is the decision; the queue setting follows it
     // and is re-applied every tick, so a successor overwrites anything a stale holder set.
     await this.#queue.setGlobalConcurrency(decision.concurrency);
     const ratios = Object.fromEntries(readings.filter((r) => r.value !== null).map((r) => [r.name, r.value! / budgetOf(r.name, st.budget)]));
     o.metrics?.decision(o.release, decision, ratios, workerRowsPerSecond);
-    const line = { decision: res.id, token: this.#token, action: decision.action, binding: decision.binding, ratio: decision.ratio, concurrency: decision.concurrency, rowsPerSecond: Math.round(decision.rowsPerSecond), liveWorkers, throttlePaused: decision.paused, signals: Object.fromEntries(readings.map((r) => [r.name, r.value])) };
+    const line = { decision: res.id, token: this.#token, action: decision.action, binding: decision.binding, ratio: decision.ratio, concurrency: decision.concurrency, rowsPerSecond: Math.round(decision.rowsPerSecond), liveWorkers, builtRowsPerSecond: Math.round(built.rowsPerSecond), throttlePaused: decision.paused, signals: Object.fromEntries(readings.map((r) => [r.name, r.value])) };
     if (decision.action === 'hold' || decision.action === 'increase') this.#log.debug(line, 'throttle decision');
     else this.#log.info(line, 'throttle decision');
 

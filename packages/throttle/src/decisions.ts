@@ -121,7 +121,7 @@ export type RecordResult =
  */
 export async function recordDecision(
   db: Db,
-  q: { release: string; token: number; holder: string; decision: Decision; readings: Reading[]; liveWorkers: number; workerRowsPerSecond: number },
+  q: { release: string; token: number; holder: string; decision: Decision; readings: Reading[]; liveWorkers: number; workerRowsPerSecond: number; built?: { rowsPerSecond: number; windowMs: number } },
 ): Promise<RecordResult> {
   return withTransaction(db, async (conn) => {
     const fence = await conn.query(
@@ -141,7 +141,12 @@ export async function recordDecision(
          (release, token, holder, signals, binding, ratio, action, concurrency, rows_per_second, live_workers, worker_rows_per_second, throttle_paused)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id::text`,
       [
-        q.release, q.token, q.holder, JSON.stringify(Object.fromEntries(q.readings.map((r) => [r.name, r]))),
+        q.release, q.token, q.holder,
+        // What the fleet built over the window rides along with the signals (not a budget signal).
+        JSON.stringify({
+          ...Object.fromEntries(q.readings.map((r) => [r.name, r])),
+          ...(q.built ? { built_rows_per_second: { name: 'built_rows_per_second', value: Math.round(q.built.rowsPerSecond), detail: { windowMs: q.built.windowMs } } } : {}),
+        }),
         d.binding, d.ratio, d.action, d.concurrency, d.rowsPerSecond, q.liveWorkers, q.workerRowsPerSecond, d.paused,
       ],
     );

@@ -1,10 +1,11 @@
 // What customers feel, as numbers the controller compares with the release's budget. Each
 // signal is read once per controller tick; a signal that cannot be read says so (value null
 // with an error) instead of pretending to be healthy or failing the tick.
+import { parse } from 'libpg-query';
 import pg from 'pg';
 import type { Db } from '@genfill/registry';
 
-export type SignalName = 'replica_lag' | 'foreground_p95' | 'error_rate';
+export type SignalName = 'replica_lag' | 'foreground_p95' | 'foreground_sli' | 'error_rate';
 
 export interface Reading {
   name: SignalName;
@@ -153,9 +154,26 @@ export function quantile(samples: number[], q: number): number | null {
 }
 
 /**
+ * The statements of a canary script, in order. libpg-query's parse gives each statement's
+ * byte offset and length (comments and the separators fall between them).
+ */
+export async function canaryStatements(sql: string): Promise<string[]> {
+  const { stmts } = await parse(sql);
+  const bytes = Buffer.from(sql, 'utf8');
+  const out = (stmts ?? []).map((x) => {
+    const at = x.stmt_location ?? 0;
+    return bytes.subarray(at, x.stmt_len ? at + x.stmt_len : bytes.length).toString('utf8').trim();
+  });
+  return out.filter((x) => x.length > 0);
+}
+
+/**
  * Foreground latency: GENFILL_CANARY_SQL run on its own connection every `everyMs`, p95 and
- * p99 over the samples of the last `windowMs`. A canary that errors or times out counts at
- * its timeout, so a stuck database reads as slow, not as silent.
+ * p99 over the samples of the last `windowMs`. A script of several statements (say `BEGIN;
+ * UPDATE …; SELECT …; INSERT …; COMMIT`) runs them one by one, a round trip each, and is
+ * timed end to end: an application's transaction feels the database once per statement, and
+ * so does the canary. A canary that errors or times out counts at its timeout, so a stuck
+ * database reads as slow, not as silent.
  */
 export class CanarySignal implements Signal {
   readonly name = 'foreground_p95' as const;
@@ -165,6 +183,7 @@ export class CanarySignal implements Signal {
   #busy = false;
   #closed = false;
   #errors = 0;
+  #statements: string[] | null = null;
 
   constructor(
     private readonly url: string,
@@ -186,8 +205,11 @@ export class CanarySignal implements Signal {
         await c.connect();
         this.#client = c;
       }
-      await this.#client.query(this.sql);
-      this.#push(performance.now() - started);
+      this.#statements ??= await canaryStatements(this.sql).catch(() => [this.sql]);
+      const t0 = performance.now();
+      for (const statement of this.#statements) await this.#client.query(statement);
+      // A fresh connection's handshake is not what the foreground feels.
+      this.#push(performance.now() - t0);
     } catch {
       this.#errors++;
       this.#push(Math.max(this.opts.timeoutMs, performance.now() - started));
@@ -223,6 +245,51 @@ export class CanarySignal implements Signal {
 }
 
 /**
+ * The user's own foreground SLI: a Prometheus instant query (GENFILL_FOREGROUND_QUERY, in
+ * milliseconds, e.g. `histogram_quantile(0.95, sum by (le) (rate(http_request_duration_seconds_bucket{job="api"}[1m]))) * 1000`)
+ * against GENFILL_PROMETHEUS_URL, compared with the same `foregroundP95Ms` budget as the
+ * canary. A vector answer counts its worst series. A query that fails or returns nothing
+ * reads as null with the error in `detail`, like every other signal: the canary, if any,
+ * still speaks for the foreground.
+ */
+export class PrometheusSignal implements Signal {
+  readonly name = 'foreground_sli' as const;
+  constructor(
+    private readonly baseUrl: string,
+    private readonly query: string,
+    private readonly timeoutMs = 2_000,
+  ) {}
+
+  async read(): Promise<Reading> {
+    const url = new URL('api/v1/query', this.baseUrl.endsWith('/') ? this.baseUrl : `${this.baseUrl}/`);
+    url.searchParams.set('query', this.query);
+    const detail: Record<string, unknown> = { query: this.query };
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(this.timeoutMs), headers: { accept: 'application/json' } });
+      const body = (await res.json()) as {
+        status?: string;
+        error?: string;
+        data?: { resultType?: string; result?: unknown };
+      };
+      if (!res.ok || body.status !== 'success') throw new Error(body.error ?? `HTTP ${res.status}`);
+      const { resultType, result } = body.data ?? {};
+      let values: number[];
+      if (resultType === 'scalar') values = [Number((result as [number, string])[1])];
+      else if (resultType === 'vector') values = (result as { value: [number, string] }[]).map((x) => Number(x.value[1]));
+      else throw new Error(`expected a scalar or an instant vector, got ${resultType ?? 'nothing'}`);
+      const finite = values.filter((v) => Number.isFinite(v));
+      detail.series = values.length;
+      if (finite.length === 0) return { name: this.name, value: null, detail: { ...detail, error: 'the query returned no finite value' } };
+      return { name: this.name, value: Math.round(Math.max(...finite) * 100) / 100, detail };
+    } catch (err) {
+      return { name: this.name, value: null, detail: { ...detail, error: (err as Error).message } };
+    }
+  }
+
+  async close(): Promise<void> {}
+}
+
+/**
  * The fleet's error and timeout rate over the last `windowSeconds`, from the registry:
  * partitions failed for good and attempts given back after an error (a RUNNING partition
  * whose lease was released early, which is what a statement timeout leads to), against the
@@ -240,6 +307,16 @@ export async function fleetOutcomes(db: Db, release: string, windowSeconds: numb
     [release, windowSeconds],
   );
   return rows[0]!;
+}
+
+/** Rows the fleet built (receipts' rows_out) per second over the last `windowMs`. */
+export async function fleetThroughput(db: Db, release: string, windowMs: number): Promise<number> {
+  const { rows } = await db.query<{ n: string }>(
+    `SELECT coalesce(sum(rows_out), 0)::text AS n FROM genfill.receipts
+      WHERE release = $1 AND created_at > clock_timestamp() - $2 * interval '1 millisecond'`,
+    [release, windowMs],
+  );
+  return Number(rows[0]!.n) / (windowMs / 1000);
 }
 
 export class ErrorRateSignal implements Signal {

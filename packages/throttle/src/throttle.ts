@@ -8,7 +8,7 @@ import type { Db } from '@genfill/registry';
 import { Admission } from './admission.ts';
 import { ReleaseController } from './controller.ts';
 import type { ThrottleMetrics } from './metrics.ts';
-import { CanarySignal, ErrorRateSignal, ReplicaLagSignal, type Signal } from './signals.ts';
+import { CanarySignal, ErrorRateSignal, PrometheusSignal, ReplicaLagSignal, type Signal } from './signals.ts';
 
 export interface ThrottleOptions {
   db: Db;
@@ -22,6 +22,10 @@ export interface ThrottleOptions {
   databaseUrl: string;
   replicaUrls?: string[];
   canarySql?: string;
+  /** How often the canary runs; default a quarter interval. Its window holds 5 intervals of samples. */
+  canaryEveryMs?: number;
+  /** The user's own foreground SLI: a Prometheus base URL and an instant query in milliseconds. */
+  prometheus?: { url: string; query: string };
   intervalMs?: number;
   leaseMs?: number;
   metrics?: ThrottleMetrics;
@@ -30,6 +34,8 @@ export interface ThrottleOptions {
 export interface Throttle {
   serve(release: string): void;
   admit(release: string, partition: string): Promise<void>;
+  /** This worker's part of the release's concurrency (null: no decision yet, run as configured). */
+  slots(release: string): Promise<number | null>;
   /** The controllers of this process, for tests and `/metrics`. */
   controllers(): ReadonlyMap<string, ReleaseController>;
   close(): Promise<void>;
@@ -50,8 +56,9 @@ export function createThrottle(o: ThrottleOptions): Throttle {
   const signals = (release: string) => (): Signal[] => [
     new ReplicaLagSignal(o.db, o.replicaUrls ?? []),
     ...(o.canarySql
-      ? [new CanarySignal(o.databaseUrl, o.canarySql, { everyMs: Math.max(50, Math.round(intervalMs / 4)), windowMs, timeoutMs: 5_000 })]
+      ? [new CanarySignal(o.databaseUrl, o.canarySql, { everyMs: o.canaryEveryMs ?? Math.max(50, Math.round(intervalMs / 4)), windowMs, timeoutMs: 5_000 })]
       : []),
+    ...(o.prometheus ? [new PrometheusSignal(o.prometheus.url, o.prometheus.query)] : []),
     new ErrorRateSignal(o.db, release),
   ];
   return {
@@ -74,6 +81,7 @@ export function createThrottle(o: ThrottleOptions): Throttle {
       c.start();
     },
     admit: (release, partition) => admission.admit(release, partition),
+    slots: (release) => admission.slots(release),
     controllers: () => controllers,
     async close() {
       await Promise.all([...controllers.values()].map((c) => c.close()));

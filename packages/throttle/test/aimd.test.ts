@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decide, FAR_OVER, initialKnobs, quantile, StandbyLagEstimator, type Budget, type Reading } from '../src/index.ts';
+import { canaryStatements, decide, FAR_OVER, initialKnobs, quantile, StandbyLagEstimator, type Budget, type Reading } from '../src/index.ts';
 
 const budget: Budget = { workers: 8, maxRowsPerSecond: 10_000, replicaLagSeconds: 5, foregroundP95Ms: 25 };
 const reading = (name: Reading['name'], value: number | null): Reading => ({ name, value, detail: {} });
@@ -17,6 +17,23 @@ describe('AIMD decisions', () => {
     expect(d).toMatchObject({ action: 'decrease', binding: 'foreground_p95', concurrency: 4, rowsPerSecond: 5_000, paused: false });
   });
 
+  it('doubles the rate per step in slow start, adds a step after it', () => {
+    const prev = { concurrency: 1, rowsPerSecond: 1_000, paused: false };
+    const healthy = [reading('foreground_p95', 5)];
+    expect(decide(budget, prev, healthy, { slowStart: true, builtRowsPerSecond: 990 }).rowsPerSecond).toBe(2_000);
+    expect(decide(budget, { ...prev, rowsPerSecond: 8_000 }, healthy, { slowStart: true, builtRowsPerSecond: 7_900 }).rowsPerSecond).toBe(10_000);
+    expect(decide(budget, prev, healthy, { builtRowsPerSecond: 990 }).rowsPerSecond).toBe(2_000 /* 1,000 + 10% of the cap */);
+    expect(decide(budget, { ...prev, rowsPerSecond: 4_000 }, healthy, { builtRowsPerSecond: 3_990 }).rowsPerSecond).toBe(5_000);
+  });
+
+  it('cuts in proportion to the overshoot: a little over trims, far over halves', () => {
+    const prev = { concurrency: 4, rowsPerSecond: 10_000, paused: false };
+    const trimmed = decide(budget, prev, [reading('foreground_p95', 27.5)]); // 1.1× budget
+    expect(trimmed).toMatchObject({ action: 'decrease', concurrency: 3 });
+    expect(trimmed.rowsPerSecond).toBeCloseTo(10_000 / 1.21, 0);
+    expect(decide(budget, prev, [reading('foreground_p95', 50)])).toMatchObject({ action: 'decrease', concurrency: 2, rowsPerSecond: 5_000 });
+  });
+
   it('pauses far over budget and resumes once healthy, without growing in the same step', () => {
     const p = decide(budget, { concurrency: 8, rowsPerSecond: 10_000, paused: false }, [reading('replica_lag', 5 * FAR_OVER)]);
     expect(p).toMatchObject({ action: 'pause', paused: true, concurrency: 1, binding: 'replica_lag' });
@@ -28,12 +45,50 @@ describe('AIMD decisions', () => {
     expect(decide(budget, { concurrency: 3, rowsPerSecond: 3_000, paused: false }, [reading('foreground_p95', 22)]).action).toBe('hold');
   });
 
+  it('adds concurrency only while the workers build under 70% of the rate they are admitted at', () => {
+    const prev = { concurrency: 2, rowsPerSecond: 4_000, paused: false };
+    const healthy = [reading('foreground_p95', 5)];
+    // Starved: the fleet used 2,000 of 4,000 rows/s, so another partition at once is wanted.
+    expect(decide(budget, prev, healthy, { builtRowsPerSecond: 2_000 })).toMatchObject({ action: 'increase', concurrency: 3, rowsPerSecond: 5_000 });
+    // Keeping up with the rate: only the rate climbs; overlapping partitions would be bursts.
+    expect(decide(budget, prev, healthy, { builtRowsPerSecond: 3_900 })).toMatchObject({ action: 'increase', concurrency: 2, rowsPerSecond: 5_000 });
+    // The rate at its cap and used: the cap binds, concurrency stays where it is.
+    const capped = decide(budget, { concurrency: 2, rowsPerSecond: 10_000, paused: false }, healthy, { builtRowsPerSecond: 9_800 });
+    expect(capped).toMatchObject({ action: 'hold', concurrency: 2, rowsPerSecond: 10_000, binding: 'cap' });
+    // Over budget: both knobs are cut whatever the throughput.
+    expect(decide(budget, prev, [reading('foreground_p95', 40)], { builtRowsPerSecond: 3_900 })).toMatchObject({ action: 'decrease', concurrency: 1, rowsPerSecond: 2_000 });
+    // …but not below one partition per live worker: a worker without a slot cannot use its share.
+    expect(decide(budget, { concurrency: 6, rowsPerSecond: 4_000, paused: false }, [reading('foreground_p95', 40)], { liveWorkers: 4 })).toMatchObject({ concurrency: 4, rowsPerSecond: 2_000 });
+  });
+
+  it('starts with one partition per live worker at one additive step of the rate', () => {
+    expect(initialKnobs(budget)).toEqual({ concurrency: 1, rowsPerSecond: 1_000, paused: false });
+    expect(initialKnobs(budget, 3)).toEqual({ concurrency: 3, rowsPerSecond: 1_000, paused: false });
+    expect(initialKnobs(budget, 20).concurrency).toBe(8);
+  });
+
   it('treats missing readings as no evidence of trouble', () => {
     expect(decide(budget, { concurrency: 3, rowsPerSecond: 3_000, paused: false }, [reading('replica_lag', null)])).toMatchObject({ action: 'increase', binding: 'none' });
   });
 });
 
 describe('signals', () => {
+  it('splits a canary script into its statements, one round trip each', async () => {
+    const script = `BEGIN;
+-- the account, as the foreground touches it
+UPDATE accounts SET balance = balance + 0 WHERE id = (SELECT 1 + (random() * 9)::int);
+SELECT 'a;b' AS "x;y";
+COMMIT`;
+    expect(await canaryStatements(script)).toEqual([
+      'BEGIN',
+      // A comment between statements is not sent.
+      'UPDATE accounts SET balance = balance + 0 WHERE id = (SELECT 1 + (random() * 9)::int)',
+      `SELECT 'a;b' AS "x;y"`,
+      'COMMIT',
+    ]);
+    expect(await canaryStatements('SELECT 1')).toEqual(['SELECT 1']);
+  });
+
   it('takes nearest-rank quantiles', () => {
     const xs = Array.from({ length: 100 }, (_, i) => i + 1);
     expect(quantile(xs, 0.95)).toBe(95);

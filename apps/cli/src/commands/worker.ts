@@ -4,7 +4,20 @@ import { startWorkerService } from '@genfill/build';
 import { createLogger, createMetricsRegistry, serveMetrics, workerMetrics } from '@genfill/observability';
 import { createRedis, warnIfEvicting } from '@genfill/queue';
 import { createThrottle, DEFAULT_INTERVAL_MS, throttleMetrics } from '@genfill/throttle';
+import { ConfigError, type Config } from '@genfill/contracts';
 import type { Context } from '../context.ts';
+
+/** GENFILL_PROMETHEUS_URL and GENFILL_FOREGROUND_QUERY go together: one alone is a mistake, said before anything starts. */
+function prometheusSli(cfg: Config): { url: string; query: string } | undefined {
+  const url = cfg.GENFILL_PROMETHEUS_URL;
+  const query = cfg.GENFILL_FOREGROUND_QUERY;
+  if (url && query) return { url, query };
+  if (url || query) {
+    const missing = url ? 'GENFILL_FOREGROUND_QUERY' : 'GENFILL_PROMETHEUS_URL';
+    throw new ConfigError([{ path: missing, message: `is required with ${url ? 'GENFILL_PROMETHEUS_URL' : 'GENFILL_FOREGROUND_QUERY'} (environment variable)` }]);
+  }
+  return undefined;
+}
 
 const positive = (v: string) => {
   const n = Number(v);
@@ -24,6 +37,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .action((opts: { concurrency: number; lockDuration: number; release?: string; throttleInterval: number; throttle: boolean }) =>
       run(async (ctx) => {
         const cfg = ctx.config;
+        const sli = opts.throttle ? prometheusSli(cfg) : undefined;
         const log = createLogger('worker', cfg.GENFILL_LOG_LEVEL);
         const db = await ctx.db();
         const connection = createRedis(cfg.REDIS_URL);
@@ -41,6 +55,8 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
               databaseUrl: cfg.DATABASE_URL,
               replicaUrls: cfg.GENFILL_REPLICA_URLS,
               canarySql: cfg.GENFILL_CANARY_SQL,
+              canaryEveryMs: cfg.GENFILL_CANARY_EVERY_MS,
+              prometheus: sli,
               intervalMs: opts.throttleInterval,
               metrics: throttleMetrics(registry),
             })

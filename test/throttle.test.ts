@@ -80,18 +80,20 @@ afterAll(async () => {
 });
 
 describe('throttle', () => {
-  it('steps concurrency down and then stops claims while replay is frozen on a replica, and climbs back once it resumes', async () => {
+  it('steps the rate down and then stops claims while replay is frozen on a replica, and climbs back once it resumes', async () => {
+    // 240,000 rows at a 20,000 rows/s cap: the admission rate, not the database, paces this build.
     await release('lag@1', 'orders_lag', { workers: 4, maxRowsPerSecond: 20000, replicaLagSeconds: 1, foregroundP95Ms: 1000 });
     const w = worker('lag@1', { GENFILL_REPLICA_URLS: replica!.url(db.name) });
-    const full = await waitFor('the controller at full concurrency', async () => {
+    const full = await waitFor('the controller at the rate cap', async () => {
       const d = await latest('lag@1');
-      return d && d.concurrency === 4 && d;
+      return d && d.rows_per_second === 20000 && d;
     });
     expect(full.ratio ?? 0).toBeLessThan(0.8);
 
     await replica!.pauseReplay();
     const down = await waitFor('a decrease bound by replica lag', () => decisionAfter('lag@1', full.id, `action = 'decrease' AND binding = 'replica_lag'`));
-    expect(down.concurrency).toBeLessThan(4);
+    expect(down.rows_per_second).toBeLessThan(20000);
+    expect(down.concurrency).toBeLessThanOrEqual(full.concurrency);
     expect(down.signals.replica_lag.value).toBeGreaterThan(1);
     await waitFor('throttle_paused', async () => (await flags('lag@1')).throttle_paused);
     expect((await flags('lag@1')).operator_paused).toBe(false);
@@ -111,7 +113,7 @@ describe('throttle', () => {
     await replica!.resumeReplay();
     const resumed = await waitFor('a resume', () => decisionAfter('lag@1', mark, `action = 'resume'`));
     expect((await flags('lag@1')).throttle_paused).toBe(false);
-    await waitFor('concurrency climbing back', () => decisionAfter('lag@1', resumed.id, `concurrency >= 3`));
+    await waitFor('the rate climbing back', () => decisionAfter('lag@1', resumed.id, `action = 'increase' AND rows_per_second > ${Number(resumed.rows_per_second)}`));
     await waitFor('new receipts after the resume', async () => (await activity('lag@1')).receipts > before.receipts);
     const status = await cli('status', 'lag@1');
     expect(status.stdout).toMatch(/throttle\s+concurrency \d, [\d,]+ rows\/s \([\d,]+\/worker × \d+\); binding \w+/);

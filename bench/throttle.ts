@@ -54,14 +54,17 @@ const env: Record<string, string | undefined> = { ...process.env, DATABASE_URL: 
 const BIN = fileURLToPath(new URL('../apps/cli/bin/genfill.js', import.meta.url));
 const EXAMPLES = fileURLToPath(new URL('../examples/', import.meta.url));
 const PG_BIN = execFileSync('pg_config', ['--bindir'], { encoding: 'utf8' }).trim();
-// The canary has the foreground's shape — TPC-B's account update, read and history insert, a
-// statement (a round trip) each inside one transaction whose commit waits for WAL — without
-// its teller and branch rows, whose lock waits behind pgbench's own transactions would be
-// noise. The random key is a sub-select so it is drawn once per statement (random() in the
-// WHERE itself forces a seq scan).
+// The canary is the foreground's own transaction: TPC-B's five statements in one transaction,
+// a round trip each, and a commit that waits for WAL. Its teller and branch updates matter: on
+// 10 branches a transaction slowed by the build holds its branch row longer and the others
+// queue behind it, which is how pgbench's p95 grows faster than its median. A canary without
+// them rose 1.2–1.45× where pgbench rose 2.15×. The random keys are sub-selects so each is
+// drawn once (random() in a WHERE itself forces a seq scan).
 const CANARY = `BEGIN;
 UPDATE pgbench_accounts SET abalance = abalance + 0 WHERE aid = (SELECT 1 + (random() * 999999)::int);
 SELECT abalance FROM pgbench_accounts WHERE aid = (SELECT 1 + (random() * 999999)::int);
+UPDATE pgbench_tellers SET tbalance = tbalance + 0 WHERE tid = (SELECT 1 + (random() * 99)::int);
+UPDATE pgbench_branches SET bbalance = bbalance + 0 WHERE bid = (SELECT 1 + (random() * 9)::int);
 INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 1, 1, 0, now());
 COMMIT`;
 

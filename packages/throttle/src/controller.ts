@@ -102,9 +102,15 @@ export class ReleaseController {
     // What the fleet built over one step's window decides whether concurrency is wanted.
     const windowMs = Math.max(o.cooldownMs ?? 0, o.intervalMs * 5);
     const built = { rowsPerSecond: await fleetThroughput(o.db, o.release, windowMs), windowMs };
-    let decision = decide(st.budget, prev, readings, { builtRowsPerSecond: built.rowsPerSecond, liveWorkers, slowStart: this.#slowStart });
+    // A release's first decision is the initial knobs themselves: the workers admit nothing
+    // until it exists, and the first step up waits one window, like every other step.
+    const first = this.#knobs === null && this.#slowStart;
+    let decision = first
+      ? { ...prev, action: 'hold' as const, binding: 'none' as const, ratio: null }
+      : decide(st.budget, prev, readings, { builtRowsPerSecond: built.rowsPerSecond, liveWorkers, slowStart: this.#slowStart });
     // One step per window: a cut waits for the last cut to show, a climb for the last step.
     const now = Date.now();
+    if (first) this.#lastStepAt = now;
     const cooldown = o.cooldownMs ?? 0;
     const early = decision.action === 'decrease' ? now - this.#lastDecreaseAt < cooldown : decision.action === 'increase' && now - this.#lastStepAt < cooldown;
     if (early) decision = { ...decision, ...prev, action: 'hold' };

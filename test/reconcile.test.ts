@@ -63,7 +63,14 @@ describe('a clean candidate', () => {
     expect(rec[0]).toMatchObject({ state: 'RECONCILED', findings_count: '0', from_state: 'BUILT' });
     expect(rec[0].snapshot).toMatch(/^\d+:\d+:/);
     expect(rec[0].summary.oldGeneration.changed.tax_cents.expected).toBe(true);
-    expect(Number(rec[0].summary.oldGeneration.changed.tax_cents.rows)).toBeGreaterThan(0);
+    // The changed-row count per column, against a plain join written here.
+    const { rows: want } = await db.query<{ n: string }>(
+      `SELECT count(*)::text AS n FROM ${candidate(`g${made + 2}`)} AS n JOIN ${candidate('g2')} AS o USING (order_id)
+        WHERE n.created_at >= $1 AND n.created_at < $2 AND n.tax_cents IS DISTINCT FROM o.tax_cents`,
+      [FROM, TO],
+    );
+    expect(Number(want[0]!.n)).toBeGreaterThan(0);
+    expect(rec[0].summary.oldGeneration.changed.tax_cents.rows).toBe(want[0]!.n);
     expect(rec[0].summary.oldGeneration.changed.region.rows).toBe('0');
     // The roots it recomputed are the receipts' roots, partition by partition.
     const parts = (await db.query(

@@ -136,6 +136,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         };
 
         const dir = resolve(opts.dir);
+        results.dir = dir;
         mkdirSync(dir, { recursive: true });
         say(`genfill demo: release ${RELEASE} on a seeded orders dataset; files in ${dir}`);
 
@@ -175,6 +176,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         say(
           `[4/8] submit: ${submitted.status} ${submitted.release} (${submitted.partitions} partitions, digest ${submitted.digest}) ${took('submit')}`,
         );
+        results.releaseFile = releaseFile;
         results.submit = submitted;
         if (stopsAfter('submit')) return;
 
@@ -182,6 +184,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         say(`[5/8] plan ${took('plan')}`);
         say(describePlan(plan).replace(/^/gm, '      '));
         results.plan = plan;
+        results.coverageProved = coverageProved(plan);
         if (stopsAfter('plan')) return;
 
         // Two worker processes build the candidate; a second run finds it built already.
@@ -220,24 +223,8 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         say(`[8/8] approve as ${approval.principal}: ${approval.outcome}, ${approval.approvals}/${approval.required} → ${approval.state} ${took('approve')}`);
 
         const total = secs(performance.now() - started);
-        const proved = coverageProved(plan);
         if (opts.json) {
-          return json(ctx.io, {
-            release: RELEASE,
-            dir,
-            releaseFile,
-            orders: { ...seeded, inRange: opts.rows },
-            adopt: adopted,
-            submit: submitted,
-            plan,
-            coverageProved: proved,
-            build,
-            receipts,
-            reconciliation,
-            approval,
-            phases,
-            totalSeconds: total,
-          });
+          return json(ctx.io, { ...results, approval, phases, totalSeconds: total });
         }
         const phaseList = Object.entries(phases).map(([name, s]) => `${name} ${s}s`).join(', ');
         say(
@@ -246,7 +233,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
             `  orders      ${count(seeded.orders)} (${seeded.seeded ? `seeded in ${phases.seed}s` : 'seeded by an earlier run'})`,
             `  adopted     ${adopted.generation}: ${count(adopted.rows)} rows of public.orders_enriched`,
             `  receipts    ${receipts.receipts}/${receipts.partitions}, ${count(receipts.rowsOut)} rows, conserved sums ${receipts.conservedEqual ? 'equal' : 'DIFFER'}`,
-            `  partitions  ${plan.partitions}, coverage ${proved ? 'proved' : 'FAILED'}`,
+            `  partitions  ${plan.partitions}, coverage ${results.coverageProved ? 'proved' : 'FAILED'}`,
             `  reconciled  ${reconciliation ? `#${reconciliation.id}: ${reconciliation.state}, ${reconciliation.findings.count} findings` : 'by an earlier run'}`,
             `  approved    by ${approval.principal} (${approval.approvals}/${approval.required}); release ${approval.state}`,
             `  time        ${phaseList}; total ${total}s`,

@@ -24,11 +24,12 @@ export interface ControllerOptions {
   /** Redis lease length; a successor takes over within one lease after the holder dies. */
   leaseMs: number;
   /**
-   * After a decrease, further decreases wait this long, and after any step an increase does
-   * (a pause or resume never waits): the signals are windows that need this long to show the
-   * effect of the last step — TCP moves once per round trip.
+   * The signals' window. After a decrease, further decreases wait this long, and after any
+   * step an increase does (a pause or resume never waits): the windows need this long to show
+   * the effect of the last step — TCP moves once per round trip. What the fleet built is
+   * measured over the same window.
    */
-  cooldownMs?: number;
+  windowMs: number;
   /** The signals the holder reads, made when it takes the lease and closed when it loses it. */
   signals: () => Signal[];
   metrics?: ThrottleMetrics;
@@ -100,19 +101,17 @@ export class ReleaseController {
     const liveWorkers = await this.#liveWorkers();
     const prev = this.#knobs ?? { ...initialKnobs(st.budget, liveWorkers), paused: st.throttlePaused };
     // What the fleet built over one step's window decides whether concurrency is wanted.
-    const windowMs = Math.max(o.cooldownMs ?? 0, o.intervalMs * 5);
-    const built = { rowsPerSecond: await fleetThroughput(o.db, o.release, windowMs), windowMs };
+    const built = { rowsPerSecond: await fleetThroughput(o.db, o.release, o.windowMs), windowMs: o.windowMs };
     // A release's first decision is the initial knobs themselves: the workers admit nothing
     // until it exists, and the first step up waits one window, like every other step.
-    const first = this.#knobs === null && this.#slowStart;
+    const first = this.#knobs === null;
     let decision = first
       ? { ...prev, action: 'hold' as const, binding: 'none' as const, ratio: null }
       : decide(st.budget, prev, readings, { builtRowsPerSecond: built.rowsPerSecond, liveWorkers, slowStart: this.#slowStart });
     // One step per window: a cut waits for the last cut to show, a climb for the last step.
     const now = Date.now();
     if (first) this.#lastStepAt = now;
-    const cooldown = o.cooldownMs ?? 0;
-    const early = decision.action === 'decrease' ? now - this.#lastDecreaseAt < cooldown : decision.action === 'increase' && now - this.#lastStepAt < cooldown;
+    const early = decision.action === 'decrease' ? now - this.#lastDecreaseAt < o.windowMs : decision.action === 'increase' && now - this.#lastStepAt < o.windowMs;
     if (early) decision = { ...decision, ...prev, action: 'hold' };
     else if (decision.action === 'decrease' || decision.action === 'increase') {
       this.#lastStepAt = now;

@@ -50,8 +50,8 @@ export function createThrottle(o: ThrottleOptions): Throttle {
   const leaseMs = o.leaseMs ?? intervalMs * 3;
   const controllers = new Map<string, ReleaseController>();
   const admission = new Admission(o.db);
-  // The canary's window (20 samples at one per quarter interval) is also the time one AIMD
-  // step is given to show its effect before the next.
+  // Five intervals: the canary's window (20 samples at the default quarter-interval cadence),
+  // the time one AIMD step is given to show its effect, and what the fleet built is measured over.
   const windowMs = Math.max(1_000, intervalMs * 5);
   const signals = (release: string) => (): Signal[] => [
     new ReplicaLagSignal(o.db, o.replicaUrls ?? []),
@@ -73,7 +73,7 @@ export function createThrottle(o: ThrottleOptions): Throttle {
         log: o.log,
         intervalMs,
         leaseMs,
-        cooldownMs: windowMs,
+        windowMs,
         signals: signals(release),
         metrics: o.metrics,
       });

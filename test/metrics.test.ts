@@ -13,7 +13,7 @@ import { runPlannerService } from '@genfill/planner';
 import { createRedis } from '@genfill/queue';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
-import { createExampleSchema, dailyRelease, workspace, writeRelease } from './support/fixtures.ts';
+import { createExampleSchema, dailyRelease, seedOrders, workspace, writeRelease } from './support/fixtures.ts';
 import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
 import { waitFor as waitUntil } from './support/wait.ts';
 
@@ -84,9 +84,7 @@ async function release(id: string, dataset: string, days: number): Promise<void>
 beforeAll(async () => {
   expect((await cli('migrate')).code).toBe(0);
   await createExampleSchema(db.pool);
-  await db.pool.query(`INSERT INTO public.orders (order_id, customer_id, region, created_at, amount_cents)
-    SELECT i, i % 101, (ARRAY['north', 'south', 'east', 'west'])[1 + i % 4], timestamptz '2025-07-01' + (i - 1) * interval '864 seconds', 100 + (i * 7919) % 50000
-      FROM generate_series(1, 1000) AS i`);
+  await seedOrders(db.pool, { perDay: 100, days: 10 });
 });
 beforeEach(() => {
   keepOnFailure(db);

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
-import { createExampleSchema, dailyRelease, workspace, writeRelease } from './support/fixtures.ts';
+import { createExampleSchema, dailyRelease, seedOrders, workspace, writeRelease } from './support/fixtures.ts';
 import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
 import { startReplica, type Replica } from './support/replica.ts';
 import { waitFor as waitUntil } from './support/wait.ts';
@@ -63,9 +63,7 @@ beforeAll(async () => {
   expect((await cli('migrate')).code).toBe(0);
   await createExampleSchema(db.pool);
   // 120 days of orders, 2,000 a day: a build that lasts while the budget holds it back.
-  await db.pool.query(`INSERT INTO public.orders (order_id, customer_id, region, created_at, amount_cents)
-    SELECT i, i % 101, (ARRAY['north', 'south', 'east', 'west'])[1 + i % 4], timestamptz '2025-07-01' + (i - 1) * interval '43.2 seconds', 100 + (i * 7919) % 50000
-      FROM generate_series(1, 240000) AS i`);
+  await seedOrders(db.pool, { perDay: 2000, days: 120 });
   // The canary of the second test reads its delay from here, so the test sets the foreground's latency.
   await db.pool.query(`CREATE TABLE public.canary_delay (s double precision NOT NULL); INSERT INTO public.canary_delay VALUES (0.2)`);
   // pg_basebackup copies the whole cluster: allow it more than the default hook timeout.

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
-import { createExampleSchema, dailyRelease, workspace, writeRelease } from './support/fixtures.ts';
+import { createExampleSchema, dailyRelease, seedOrders, workspace, writeRelease } from './support/fixtures.ts';
 import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
 import { exited, waitFor as waitUntil } from './support/wait.ts';
 
@@ -68,9 +68,7 @@ beforeAll(async () => {
   expect((await cli('migrate')).code).toBe(0);
   await createExampleSchema(db.pool);
   // Sixty days of orders, 250 a day, so a partition takes a moment to build.
-  await db.pool.query(`INSERT INTO public.orders (order_id, customer_id, region, created_at, amount_cents)
-    SELECT i, i % 101, (ARRAY['north', 'south', 'east', 'west'])[1 + i % 4], timestamptz '2025-07-01' + (i - 1) * interval '345.6 seconds', 100 + (i * 7919) % 50000
-      FROM generate_series(1, 15000) AS i`);
+  await seedOrders(db.pool, { perDay: 250, days: 60 });
 });
 beforeEach(() => {
   keepOnFailure(db);

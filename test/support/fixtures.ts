@@ -56,6 +56,20 @@ export async function createExampleSchema(pool: pg.Pool): Promise<void> {
   await pool.query(`INSERT INTO public.tax_rates (region, rate) VALUES ('north', 0.19), ('south', 0.07), ('east', 0.2) ON CONFLICT DO NOTHING`);
 }
 
+/**
+ * `perDay` orders a day for `days` days from 2025-07-01 (ids 1…, evenly spaced, four regions),
+ * into the example schema's public.orders.
+ */
+export async function seedOrders(pool: pg.Pool, o: { perDay: number; days: number }): Promise<void> {
+  await pool.query(
+    `INSERT INTO public.orders (order_id, customer_id, region, created_at, amount_cents)
+     SELECT i, i % 101, (ARRAY['north', 'south', 'east', 'west'])[1 + i % 4],
+            timestamptz '2025-07-01' + (i - 1) * (interval '1 day' / $1::int), 100 + (i * 7919) % 50000
+       FROM generate_series(1, $2::int) AS i`,
+    [o.perDay, o.perDay * o.days],
+  );
+}
+
 /** Row counts of every registry table a bad input must leave untouched. */
 export async function registryCounts(pool: pg.Pool): Promise<Record<string, number>> {
   const tables = ['releases', 'datasets', 'generations', 'transforms', 'release_log', 'manifests', 'partitions', 'dependency_pins', 'receipts', 'approvals'];

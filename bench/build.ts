@@ -7,7 +7,7 @@
 //
 // Uses DATABASE_URL (default: a database genfill_bench, created and seeded on first use) and
 // REDIS_URL; queue prefix {genfill-bench}. Not part of npm test.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { parse, stringify } from 'yaml';
-import { main } from '@genfill/cli';
+import { benchDatabase, benchEnv, cliRunner, exited } from './support.ts';
 
 const { values: args } = parseArgs({
   options: { rows: { type: 'string', default: '2000000' }, rounds: { type: 'string', default: '3' }, workers: { type: 'string', default: '2' }, concurrency: { type: 'string', default: '1' } },
@@ -24,39 +24,17 @@ const ROWS = Number(args.rows);
 const ROUNDS = Number(args.rounds);
 const WORKERS = Number(args.workers);
 const CONCURRENCY = Number(args.concurrency);
-const ADMIN = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const url = new URL(ADMIN);
-if (!process.env.DATABASE_URL) url.pathname = '/genfill_bench';
-const env = { ...process.env, DATABASE_URL: url.toString(), GENFILL_QUEUE_PREFIX: '{genfill-bench}', GENFILL_LOG_LEVEL: 'warn' };
+const env = benchEnv(await benchDatabase('genfill_bench'), '{genfill-bench}');
+const cli = cliRunner(env);
 const BIN = fileURLToPath(new URL('../apps/cli/bin/genfill.js', import.meta.url));
 const EXAMPLES = fileURLToPath(new URL('../examples/', import.meta.url));
-
-async function cli(...argv: string[]): Promise<string> {
-  let out = '';
-  let err = '';
-  const code = await main(argv, { out: (t) => (out += `${t}\n`), err: (t) => (err += `${t}\n`), env, tty: false });
-  if (code !== 0) throw new Error(`genfill ${argv.join(' ')} exited ${code}: ${err}`);
-  return out;
-}
-
-async function ensureDatabase(): Promise<void> {
-  if (process.env.DATABASE_URL) return;
-  const admin = new pg.Client({ connectionString: ADMIN });
-  await admin.connect();
-  const exists = await admin.query(`SELECT 1 FROM pg_database WHERE datname = 'genfill_bench'`);
-  if (exists.rowCount === 0) await admin.query('CREATE DATABASE genfill_bench');
-  await admin.end();
-}
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 }
 
-const exited = (c: ChildProcess) => (c.exitCode !== null ? Promise.resolve() : new Promise<void>((r) => c.once('exit', () => r())));
-
 async function main_(): Promise<void> {
-  await ensureDatabase();
   process.stdout.write(`preparing: demo dataset with ${ROWS.toLocaleString('en-US')} orders in range (seeded once)\n`);
   // The demo seeds, adopts tax-fix-g2 and builds tax-fix-g3 once; the rounds below build fresh generations.
   await cli('demo', '--rows', String(ROWS), '--dir', mkdtempSync(join(tmpdir(), 'genfill-bench-')), '--json');

@@ -16,13 +16,12 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
 import { buildPartition, claimPartition } from '@genfill/build';
-import { main } from '@genfill/cli';
 import { quoteQualified } from '@genfill/contracts';
 import { startBuilding } from '@genfill/planner';
 import { reconcile, type ReconcileResult } from '@genfill/reconcile';
 import { createPool, migrate, qualifiedGenerationTable, type Db } from '@genfill/registry';
+import { benchDatabase, benchEnv, cliRunner } from './support.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -36,30 +35,12 @@ const { values: args } = parseArgs({
 });
 const RELEASE = args.release!;
 const RUNS = Math.max(1, Number(args.runs));
-const ADMIN = 'postgres://postgres@127.0.0.1:5432/postgres';
-const DATABASE_URL = process.env.DATABASE_URL ?? (() => {
-  const u = new URL(ADMIN);
-  u.pathname = '/genfill_bench_reconcile';
-  return u.toString();
-})();
+const DATABASE_URL = (await benchDatabase('genfill_bench_reconcile')).toString();
 if (!process.env.DATABASE_URL) {
-  const admin = new pg.Client({ connectionString: ADMIN });
-  await admin.connect();
-  const exists = await admin.query(`SELECT 1 FROM pg_database WHERE datname = 'genfill_bench_reconcile'`);
-  if (exists.rowCount === 0) await admin.query('CREATE DATABASE genfill_bench_reconcile');
-  await admin.end();
-  const seeded = new pg.Client({ connectionString: DATABASE_URL });
-  await seeded.connect();
-  const have = await seeded.query(`SELECT to_regclass('genfill.releases') IS NOT NULL AND EXISTS (SELECT 1 FROM pg_tables WHERE tablename = 'orders') AS ok`);
-  const ready = have.rows[0].ok && (await seeded.query(`SELECT 1 FROM genfill.releases WHERE id = $1`, [args.release])).rowCount === 1;
-  await seeded.end();
-  if (!ready) {
-    console.log(`preparing: genfill demo --rows ${args.rows} --until build (once)`);
-    const dir = mkdtempSync(join(tmpdir(), 'genfill-bench-reconcile-demo-'));
-    const env = { ...process.env, DATABASE_URL, GENFILL_QUEUE_PREFIX: '{genfill-bench-reconcile}', GENFILL_LOG_LEVEL: 'warn' };
-    const code = await main(['demo', '--rows', args.rows!, '--until', 'build', '--no-throttle', '--dir', dir], { out: () => undefined, err: (t) => process.stderr.write(`${t}\n`), env, tty: false });
-    if (code !== 0) throw new Error(`genfill demo exited ${code}`);
-  }
+  // The demo's story up to a BUILT candidate; run again, it finds every step done.
+  console.log(`preparing: genfill demo --rows ${args.rows} --until build`);
+  const dir = mkdtempSync(join(tmpdir(), 'genfill-bench-reconcile-demo-'));
+  await cliRunner(benchEnv(new URL(DATABASE_URL), '{genfill-bench-reconcile}'))('demo', '--rows', args.rows!, '--until', 'build', '--no-throttle', '--dir', dir);
 }
 const db = createPool({ DATABASE_URL } as never, 'bench-reconcile', 6);
 const secs = (ms: number) => `${(ms / 1000).toFixed(2)}s`;

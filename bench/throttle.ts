@@ -13,7 +13,7 @@
 //   npx tsx bench/throttle.ts [--rows 4000000] [--seconds 60] [--rate 100] [--workers 2] [--concurrency 2]
 //                             [--budget-from canary|pgbench] [--canary-every 50] [--frontier 15000,35000]
 //
-// Uses a database genfill_bench_throttle (created and seeded on first use) and REDIS_URL;
+// Uses DATABASE_URL (default: a database genfill_bench_throttle, created and seeded on first use) and REDIS_URL;
 // queue prefix {genfill-bench-throttle}. Not part of npm test.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -23,8 +23,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { parse, stringify } from 'yaml';
-import { main } from '@genfill/cli';
 import { CanarySignal } from '@genfill/throttle';
+import { benchDatabase, benchEnv, cliRunner, exited } from './support.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -46,11 +46,10 @@ const WORKERS = Number(args.workers);
 const CONCURRENCY = Number(args.concurrency);
 const CANARY_EVERY = Number(args['canary-every']);
 const BUDGET_FROM = args['budget-from'] === 'canary' ? 'canary' : 'pgbench';
-const ADMIN = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const DB_NAME = 'genfill_bench_throttle';
-const url = new URL(ADMIN);
-url.pathname = `/${DB_NAME}`;
-const env: Record<string, string | undefined> = { ...process.env, DATABASE_URL: url.toString(), GENFILL_QUEUE_PREFIX: '{genfill-bench-throttle}', GENFILL_LOG_LEVEL: 'warn' };
+const url = await benchDatabase('genfill_bench_throttle');
+const DB_NAME = decodeURIComponent(url.pathname.slice(1));
+const env = benchEnv(url, '{genfill-bench-throttle}');
+const cli = cliRunner(env);
 const BIN = fileURLToPath(new URL('../apps/cli/bin/genfill.js', import.meta.url));
 const EXAMPLES = fileURLToPath(new URL('../examples/', import.meta.url));
 const PG_BIN = execFileSync('pg_config', ['--bindir'], { encoding: 'utf8' }).trim();
@@ -68,16 +67,7 @@ UPDATE pgbench_branches SET bbalance = bbalance + 0 WHERE bid = (SELECT 1 + (ran
 INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 1, 1, 0, now());
 COMMIT`;
 
-async function cli(...argv: string[]): Promise<string> {
-  let out = '';
-  let err = '';
-  const code = await main(argv, { out: (t) => (out += `${t}\n`), err: (t) => (err += `${t}\n`), env, tty: false });
-  if (code !== 0) throw new Error(`genfill ${argv.join(' ')} exited ${code}: ${err}`);
-  return out;
-}
-
 const log = (line: string) => process.stdout.write(`${line}\n`);
-const exited = (c: ChildProcess) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => c.once('exit', () => r())));
 
 function quantile(xs: number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -85,11 +75,6 @@ function quantile(xs: number[], q: number): number {
 }
 
 async function prepare(): Promise<pg.Pool> {
-  const admin = new pg.Client({ connectionString: ADMIN });
-  await admin.connect();
-  const exists = await admin.query(`SELECT 1 FROM pg_database WHERE datname = $1`, [DB_NAME]);
-  if (exists.rowCount === 0) await admin.query(`CREATE DATABASE ${DB_NAME}`);
-  await admin.end();
   await cli('migrate');
   const db = new pg.Pool({ connectionString: env.DATABASE_URL, max: 2 });
   const seeded = await db.query(`SELECT to_regclass('public.pgbench_accounts') IS NOT NULL AS pgb, to_regclass('public.orders') IS NOT NULL AS orders`);

@@ -16,7 +16,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { buildPartition, claimPartition } from '@genfill/build';
+import { buildPartition, claimPartition } from '@genfill/builder';
 import { quoteQualified } from '@genfill/contracts';
 import { startBuilding } from '@genfill/planner';
 import { reconcile, type ReconcileResult } from '@genfill/reconcile';

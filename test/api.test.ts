@@ -4,7 +4,7 @@
 // operator pause that `status` shows and claims obey.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startApi, type ApiServer } from '@genfill/api';
-import { claimPartition } from '@genfill/build';
+import { claimPartition } from '@genfill/builder';
 import { loadConfig } from '@genfill/contracts';
 import { createLogger } from '@genfill/observability';
 import { runCli } from './support/cli.ts';

@@ -6,7 +6,7 @@ import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startApi } from '@genfill/api';
-import { startWorkerService } from '@genfill/build';
+import { startWorkerService } from '@genfill/builder';
 import { loadConfig } from '@genfill/contracts';
 import { createLogger, createMetricsRegistry, serveMetrics, workerMetrics } from '@genfill/observability';
 import { runPlannerService } from '@genfill/planner';

@@ -4,7 +4,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { buildPartition, claimPartition } from '@genfill/build';
+import { buildPartition, claimPartition } from '@genfill/builder';
 import { adoptDataset, planRelease, startBuilding, submitRelease } from '@genfill/planner';
 import { migrate, type Db } from '@genfill/registry';
 import type { TestDatabase } from '../../../test/support/db.ts';

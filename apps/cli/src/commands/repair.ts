@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { InvalidInputError } from '@genfill/contracts';
-import { partitionsFromFindings, repairRelease } from '@genfill/build';
+import { partitionsFromFindings, repairRelease } from '@genfill/builder';
 import type { Context } from '../context.ts';
 import { json } from '../io.ts';
 

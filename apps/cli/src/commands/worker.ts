@@ -1,6 +1,6 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { hostname } from 'node:os';
-import { startWorkerService } from '@genfill/build';
+import { startWorkerService } from '@genfill/builder';
 import { createLogger, createMetricsRegistry, serveMetrics, workerMetrics } from '@genfill/observability';
 import { createRedis, warnIfEvicting } from '@genfill/queue';
 import { createThrottle, DEFAULT_INTERVAL_MS, throttleMetrics } from '@genfill/throttle';

@@ -83,8 +83,14 @@ describe('genfill worker', { timeout: 150_000 }, () => {
   it('two worker processes build every partition once, and SIGTERM exits 0', async () => {
     await release('two@1', 'orders_two');
     expect((await cli('plan', 'two@1')).code).toBe(0);
+    // Held paused until both processes serve the queue: otherwise the first one up can build
+    // everything (and the SIGTERM below reach the other before its handlers are installed).
+    expect((await cli('pause', 'two@1')).code).toBe(0);
     const a = worker();
     const b = worker();
+    const queue = queues.queue('two@1');
+    await waitFor('both workers on the queue', async () => (await queue.getWorkers()).length >= 2);
+    expect((await cli('resume', 'two@1')).code).toBe(0);
     await waitFor('two@1 BUILT', async () => (await state('two@1')) === 'BUILT');
     a.kill('SIGTERM');
     b.kill('SIGTERM');

@@ -1,0 +1,179 @@
+// Enqueue exactly the partitions the registry says are unfinished: the planner's half of
+// dispatch (the registry bookkeeping), over @genfill/queue's BullMQ half.
+//
+// Job ids are `<partition>.e<enqueue_epoch>` and BullMQ ignores an add for an id it holds,
+// so running this twice, twice at once, or after Redis lost every key converges on one live
+// job per unfinished partition. Registry first, Redis second: epochs are bumped and committed
+// before any job carrying them is added, so a crash between the two leaves nothing the next
+// run cannot re-derive.
+import type { ReleaseState } from '@genfill/contracts';
+import { buildJob, jobId, Redis, type BuildQueue } from '@genfill/queue';
+import { logAction, RELEASE_ACTIONS, withTransaction, type Conn, type Db } from '@genfill/registry';
+
+type PartitionStatus = 'PENDING' | 'RUNNING' | 'BUILT' | 'FAILED';
+
+interface Unfinished {
+  id: string;
+  status: PartitionStatus;
+  epoch: number;
+}
+
+export interface EnqueueOptions {
+  /**
+   * Reset FAILED partitions to PENDING under a new epoch (what `genfill plan` does after the
+   * operator fixed the cause). The planner service passes false: re-running a partition that
+   * failed for a final reason every round would only hide the failure.
+   */
+  requeueFailed?: boolean;
+}
+
+export interface EnqueueResult {
+  release: string;
+  /** The release's state as this call found it; nothing is enqueued unless BUILDING. */
+  state: ReleaseState | null;
+  /** Partitions not BUILT after the requeue. */
+  unfinished: number;
+  /** Jobs this call submitted because Redis did not hold their id (BullMQ drops duplicates). */
+  added: number;
+  /** Partitions moved to a new enqueue epoch by this call. */
+  requeued: number;
+  requeuedPartitions: string[];
+  /** Partitions whose requeue found another epoch or status: someone else moved first. */
+  lost: number;
+}
+
+const CHUNK = 1000;
+
+async function listUnfinished(conn: Conn | Db, release: string): Promise<Unfinished[]> {
+  const { rows } = await conn.query<Unfinished>(
+    `SELECT id, status, enqueue_epoch AS epoch FROM genfill.partitions
+      WHERE release = $1 AND status <> 'BUILT' ORDER BY seq`,
+    [release],
+  );
+  return rows;
+}
+
+async function releaseState(conn: Conn | Db, release: string): Promise<ReleaseState | null> {
+  const { rows } = await conn.query<{ state: ReleaseState }>('SELECT state FROM genfill.releases WHERE id = $1', [release]);
+  return rows[0]?.state ?? null;
+}
+
+/** The connection releaseQueue was given: the pipeline below needs the raw client. */
+function redisOf(queue: BuildQueue): Redis {
+  const c = queue.opts.connection;
+  if (!(c instanceof Redis)) throw new Error('enqueueUnfinished needs a queue made by releaseQueue (an ioredis connection)');
+  return c;
+}
+
+type Presence = 'absent' | 'present' | 'failed';
+
+/** For each job id: is it in Redis, and did it exhaust its retries (BullMQ's failed set)? */
+async function jobPresence(queue: BuildQueue, ids: string[]): Promise<Map<string, Presence>> {
+  const redis = redisOf(queue);
+  const out = new Map<string, Presence>();
+  for (let i = 0; i < ids.length; i += CHUNK) {
+    const chunk = ids.slice(i, i + CHUNK);
+    const pipe = redis.pipeline();
+    for (const id of chunk) pipe.exists(queue.toKey(id)).zscore(queue.keys.failed!, id);
+    const replies = (await pipe.exec()) ?? [];
+    chunk.forEach((id, k) => {
+      const [existsErr, exists] = replies[2 * k] ?? [new Error('no reply'), null];
+      const [scoreErr, score] = replies[2 * k + 1] ?? [new Error('no reply'), null];
+      if (existsErr) throw existsErr;
+      if (scoreErr) throw scoreErr;
+      out.set(id, score !== null ? 'failed' : exists === 1 ? 'present' : 'absent');
+    });
+  }
+  return out;
+}
+
+/**
+ * One fenced statement per kind: a FAILED partition, and a PENDING/RUNNING one whose job
+ * BullMQ gave up on (a worker killed more often than the stall limit allows) — the registry
+ * never heard of that failure, and the job id stays taken, so without a new epoch the
+ * partition would wait forever. Both go back to PENDING under epoch + 1; the attempt (the
+ * lease token) is untouched, so the next claim still fences any old worker.
+ */
+async function bumpEpochs(
+  conn: Conn,
+  release: string,
+  targets: Unfinished[],
+  statuses: PartitionStatus[],
+): Promise<{ id: string; from: PartitionStatus; reason: string | null }[]> {
+  if (targets.length === 0) return [];
+  const { rows } = await conn.query<{ id: string; from: PartitionStatus; reason: string | null }>(
+    `WITH old AS (
+       SELECT p.id, p.status, p.reason FROM genfill.partitions p
+         JOIN unnest($2::text[], $3::int[]) AS s(id, epoch) ON p.id = s.id
+        WHERE p.release = $1 AND p.enqueue_epoch = s.epoch AND p.status = ANY($4::text[])
+          FOR UPDATE OF p
+     )
+     UPDATE genfill.partitions p
+        SET status = 'PENDING', enqueue_epoch = p.enqueue_epoch + 1, reason = NULL, evidence = NULL, updated_at = now()
+       FROM old
+      WHERE p.release = $1 AND p.id = old.id
+        AND EXISTS (SELECT 1 FROM genfill.releases r WHERE r.id = $1 AND r.state = 'BUILDING')
+     RETURNING p.id, old.status AS "from", old.reason`,
+    [release, targets.map((t) => t.id), targets.map((t) => t.epoch), statuses],
+  );
+  return rows;
+}
+
+export async function enqueueUnfinished(
+  db: Db,
+  queue: BuildQueue,
+  release: string,
+  opts: EnqueueOptions = {},
+): Promise<EnqueueResult> {
+  const requeueFailed = opts.requeueFailed ?? true;
+  const result: EnqueueResult = { release, state: null, unfinished: 0, added: 0, requeued: 0, requeuedPartitions: [], lost: 0 };
+  result.state = await releaseState(db, release);
+  if (result.state !== 'BUILDING') return result;
+
+  const before = await listUnfinished(db, release);
+  const presence = await jobPresence(queue, before.map((p) => jobId(p.id, p.epoch)));
+  const failed = requeueFailed ? before.filter((p) => p.status === 'FAILED') : [];
+  const stuck = before.filter((p) => p.status !== 'FAILED' && presence.get(jobId(p.id, p.epoch)) === 'failed');
+
+  const { after, state } = await withTransaction(db, async (conn) => {
+    const bumped = [
+      ...(await bumpEpochs(conn, release, failed, ['FAILED'])),
+      ...(await bumpEpochs(conn, release, stuck, ['PENDING', 'RUNNING'])),
+    ];
+    result.requeued = bumped.length;
+    result.requeuedPartitions = bumped.map((b) => b.id);
+    result.lost = failed.length + stuck.length - bumped.length;
+    if (bumped.length > 0) {
+      await logAction(conn, {
+        release,
+        action: RELEASE_ACTIONS.requeue,
+        detail: {
+          partitions: bumped.map((b) => b.id),
+          previous: Object.fromEntries(bumped.map((b) => [b.id, b.reason ? `${b.from}: ${b.reason}` : b.from])),
+        },
+      });
+    }
+    // A fresh statement sees every commit so far, including a concurrent planner's bumps.
+    return { after: await listUnfinished(conn, release), state: await releaseState(conn, release) };
+  });
+  result.state = state;
+  result.unfinished = after.length;
+  if (state !== 'BUILDING') return result;
+
+  // An id Redis already holds would be ignored anyway; skipping it keeps a steady-state
+  // round to one pipeline of EXISTS instead of a Lua call per partition.
+  // A FAILED partition gets a job only through a requeue (a claim would refuse it).
+  const missing = after.filter((p) => p.status !== 'FAILED' && (presence.get(jobId(p.id, p.epoch)) ?? 'absent') === 'absent');
+  for (let i = 0; i < missing.length; i += CHUNK) {
+    await queue.addBulk(missing.slice(i, i + CHUNK).map((p) => buildJob(release, p.id, p.epoch)));
+  }
+  result.added = missing.length;
+
+  // A cancel that committed after our check obliterated the queue before these adds landed:
+  // take them out again (a claim would refuse them anyway, but none should be delivered).
+  if (missing.length > 0 && (await releaseState(db, release)) === 'CANCELLED') {
+    await queue.obliterate({ force: true });
+    result.state = 'CANCELLED';
+  }
+  return result;
+}

@@ -20,7 +20,7 @@ import { buildPartition, claimPartition } from '@genfill/builder';
 import { quoteQualified } from '@genfill/contracts';
 import { startBuilding } from '@genfill/planner';
 import { reconcile, type ReconcileResult } from '@genfill/reconcile';
-import { createPool, migrate, qualifiedGenerationTable, type Db } from '@genfill/registry';
+import { createPool, migrate, qualifiedGenerationTable, relationColumns, SYSTEM_COLUMNS, type Db } from '@genfill/registry';
 import { benchDatabase, benchEnv, cliRunner } from './support.ts';
 
 const { values: args } = parseArgs({
@@ -86,12 +86,8 @@ async function ensureBuilt(): Promise<void> {
 
 /** One aggregate per column that makes the scan read (and detoast) it. */
 async function scanSql(relation: string): Promise<string> {
-  const { rows } = await db.query<{ name: string; type: string }>(
-    `SELECT attname AS name, format_type(atttypid, atttypmod) AS type FROM pg_attribute
-      WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
-    [relation],
-  );
-  const agg = rows.map(({ name, type }) => {
+  const columns = await relationColumns(db, relation);
+  const agg = columns.map(({ name, type }) => {
     const c = `"${name.replace(/"/g, '""')}"`;
     if (/^(smallint|integer|bigint|numeric|real|double)/.test(type)) return `sum(${c})`;
     if (/^(text|character)/.test(type)) return `sum(length(${c}))`;
@@ -124,15 +120,11 @@ async function scanAll(relations: string[]): Promise<Record<string, number>> {
  * (stored rows and dual compute) besides the old-vs-new join.
  */
 async function hashFloor(relation: string): Promise<number> {
-  const { rows } = await db.query<{ name: string }>(
-    `SELECT attname AS name FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped
-        AND attname NOT IN ('generation', '_gf_rev', '_gf_deleted') ORDER BY attnum`,
-    [relation],
-  );
+  const columns = await relationColumns(db, relation, { except: SYSTEM_COLUMNS });
   const conn = await db.connect();
   try {
     await conn.query('SET jit = off');
-    const cols = rows.map((r) => `genfill.canon(t."${r.name.replace(/"/g, '""')}")`).join(', ');
+    const cols = columns.map((c) => `genfill.canon(t."${c.name.replace(/"/g, '""')}")`).join(', ');
     const t = performance.now();
     await conn.query(`SELECT sum(genfill.row_hash(ARRAY[${cols}]::text[])) FROM ${relation} AS t`);
     return performance.now() - t;

@@ -3,7 +3,7 @@
 // receipt that completes the manifest moves the release to BUILDING → BUILT in the same
 // transaction. A fenced or failed build writes nothing.
 import { PartitionFailedError, RefusedError, StaleLeaseError } from '@genfill/contracts';
-import { dataColumns, dependencyPins, getRelease, getTransformSql, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
+import { dataColumns, dependencyPins, getRelease, getTransformSql, markBuiltIfComplete, relationColumns, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
 import { buildStatement, deleteRangeStatement, type BuildStatementInput, type DependencyColumns } from './statement.ts';
 
 export interface BuildResult {
@@ -27,22 +27,16 @@ function isTransformError(code: string | undefined): boolean {
 async function dependencyColumns(conn: Conn, relations: string[]): Promise<DependencyColumns[]> {
   const out: DependencyColumns[] = [];
   for (const relation of relations) {
-    const { rows } = await conn.query<{ attname: string }>(
-      `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
-      [relation],
-    );
-    out.push({ relation, columns: rows.map((r) => r.attname) });
+    const columns = await relationColumns(conn, relation);
+    out.push({ relation, columns: columns.map((c) => c.name) });
   }
   return out;
 }
 
 async function timeType(conn: Conn, table: string, column: string): Promise<string> {
-  const { rows } = await conn.query<{ t: string }>(
-    `SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2`,
-    [table, column],
-  );
-  if (!rows[0]) throw new Error(`${table} has no column ${column}`);
-  return rows[0].t;
+  const found = (await relationColumns(conn, table)).find((c) => c.name === column);
+  if (!found) throw new Error(`${table} has no column ${column}`);
+  return found.type;
 }
 
 interface ReleasePlan {
@@ -202,25 +196,14 @@ export async function buildPartition(
         superseded,
       ],
     );
-    const done = await conn.query(
-      `UPDATE genfill.releases SET state = 'BUILT', state_changed_at = now()
-        WHERE id = $1 AND state = 'BUILDING'
-          AND NOT EXISTS (SELECT 1 FROM genfill.partitions WHERE release = $1 AND status <> 'BUILT')`,
-      [q.release],
-    );
-    if (done.rowCount === 1) {
-      await conn.query(
-        `INSERT INTO genfill.release_log (release, action, from_state, to_state, detail) VALUES ($1, 'built', 'BUILDING', 'BUILT', $2)`,
-        [q.release, JSON.stringify({ lastPartition: q.partition, receipt: receipt[0]!.id })],
-      );
-    }
+    const releaseBuilt = await markBuiltIfComplete(conn, q.release, { lastPartition: q.partition, receipt: receipt[0]!.id });
     return {
       receiptId: receipt[0]!.id,
       rowsIn: Number(r.rows_in),
       rowsOut: Number(r.rows_out),
       inserted: Number(r.inserted),
       watermark: String(r.watermark),
-      releaseBuilt: done.rowCount === 1,
+      releaseBuilt,
       timings,
     };
   });

@@ -2,7 +2,7 @@
 // bumps the partition's attempt, which is the fencing token every later write compares.
 // The release row is read FOR SHARE, so `pause` (an UPDATE of that row) waits for claims in
 // flight and every claim after it sees the flag: once pause returns, no partition starts.
-import { withTransaction, type Db } from '@genfill/registry';
+import { logAction, RELEASE_ACTIONS, withTransaction, type Db } from '@genfill/registry';
 
 export type RefusalReason = 'operator_paused' | 'throttle_paused' | 'not_building' | 'cancelled' | 'failed' | 'leased' | 'unknown';
 
@@ -73,10 +73,7 @@ export async function failPartition(
       [q.release, q.partition, q.attempt, q.reason, JSON.stringify(q.evidence)],
     );
     if (res.rowCount !== 1) return false;
-    await conn.query(
-      `INSERT INTO genfill.release_log (release, action, reason, detail) VALUES ($1, 'partition-failed', $2, $3)`,
-      [q.release, q.reason, JSON.stringify({ partition: q.partition, attempt: q.attempt })],
-    );
+    await logAction(conn, { release: q.release, action: RELEASE_ACTIONS.partitionFailed, reason: q.reason, detail: { partition: q.partition, attempt: q.attempt } });
     return true;
   });
 }

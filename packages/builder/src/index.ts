@@ -1,6 +1,4 @@
-export * from './claim.ts';
-export * from './build.ts';
-export * from './statement.ts';
-export * from './processor.ts';
-export * from './service.ts';
-export * from './repair.ts';
+export { buildPartition } from './build.ts';
+export { claimPartition, failPartition } from './claim.ts';
+export { partitionsFromFindings, repairRelease } from './repair.ts';
+export { startWorkerService } from './service.ts';

@@ -3,7 +3,7 @@
 // rebuild them, write a receipt superseding the previous one (history stays) — and the last
 // one moves the release back to BUILT, ready to be reconciled again.
 import { InvalidInputError, RefusedError } from '@genfill/contracts';
-import { casTransition, getRelease, withTransaction, type Db } from '@genfill/registry';
+import { casTransition, getRelease, RELEASE_ACTIONS, withTransaction, type Db } from '@genfill/registry';
 import { buildPartition, type BuildResult } from './build.ts';
 
 /** Long enough that a worker's duplicate delivery waits instead of taking the partition. */
@@ -30,7 +30,7 @@ export async function repairRelease(db: Db, q: { release: string; partitions: st
     if (release.state !== 'RECONCILIATION_REQUIRED') {
       throw new RefusedError(`release ${q.release} is ${release.state}: repair rebuilds partitions of a release in RECONCILIATION_REQUIRED (reconcile it first)`);
     }
-    await casTransition(conn, { release: q.release, from: 'RECONCILIATION_REQUIRED', to: 'BUILDING', action: 'repair', reason: q.reason, detail: { partitions: wanted } });
+    await casTransition(conn, { release: q.release, from: 'RECONCILIATION_REQUIRED', to: 'BUILDING', action: RELEASE_ACTIONS.repair, reason: q.reason, detail: { partitions: wanted } });
     const out: { partition: string; attempt: number }[] = [];
     for (const r of rows) {
       const res = await conn.query<{ attempt: number }>(

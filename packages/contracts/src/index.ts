@@ -1,6 +1,23 @@
-export * from './errors.ts';
-export * from './config.ts';
-export * from './grid.ts';
-export * from './release.ts';
-export * from './states.ts';
-export * from './sql.ts';
+export { type ApiToken, type Config, loadConfig } from './config.ts';
+export {
+  CasConflictError,
+  ConfigError,
+  type ExitCode,
+  exitCodeOf,
+  GenfillError,
+  InvalidInputError,
+  NotFoundError,
+  PartitionFailedError,
+  type Problem,
+  RangeOverlapError,
+  ReconciliationRequiredError,
+  RedisUnavailableError,
+  RefusedError,
+  ReleaseConflictError,
+  SchemaVersionError,
+  StaleLeaseError,
+} from './errors.ts';
+export { computeGrid, coverageProof, type CoverageProof, type GridPartition } from './grid.ts';
+export { type LoadedRelease, loadRelease, releaseSchema, type ReleaseSpec, sha256 } from './release.ts';
+export { type Query, quoteIdent, quoteQualified } from './sql.ts';
+export { canTransition, OPEN_STATES, RELEASE_STATES, type ReleaseState, TRANSITIONS } from './states.ts';

@@ -52,6 +52,3 @@ export function canTransition(from: ReleaseState, to: ReleaseState): boolean {
   return TRANSITIONS[from].includes(to);
 }
 
-export function isReleaseState(s: string): s is ReleaseState {
-  return (RELEASE_STATES as readonly string[]).includes(s);
-}

@@ -2,7 +2,7 @@
 // key and time columns, the dependencies, and a probe of the transform. Reads only; every
 // problem is returned with its path so the operator sees them all at once.
 import type { LoadedRelease, Problem } from '@genfill/contracts';
-import { SYSTEM_COLUMNS, type Conn } from '@genfill/registry';
+import { relationColumns, SYSTEM_COLUMNS, type Conn } from '@genfill/registry';
 import { probeTransform } from '@genfill/transform';
 
 const TIME_TYPES = ['timestamp with time zone', 'timestamp without time zone', 'date'];
@@ -19,12 +19,8 @@ export async function tableColumns(conn: Conn, relation: string): Promise<{ oid:
     [relation],
   );
   if (!rows[0]) return null;
-  const cols = await conn.query<Column>(
-    `SELECT attname AS name, format_type(atttypid, atttypmod) AS type, attnotnull AS not_null
-       FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
-    [rows[0].oid],
-  );
-  return { oid: rows[0].oid, kind: rows[0].relkind, columns: cols.rows };
+  const cols = await relationColumns(conn, rows[0].oid);
+  return { oid: rows[0].oid, kind: rows[0].relkind, columns: cols.map((c) => ({ name: c.name, type: c.type, not_null: c.notNull })) };
 }
 
 async function hasUniqueIndexOn(conn: Conn, oid: number, key: string[]): Promise<boolean> {

@@ -14,6 +14,7 @@ import { InvalidInputError, quoteIdent, quoteQualified, RefusedError, sha256, ty
 import {
   addGeneration,
   createParent,
+  DATASET_ACTIONS,
   DATA_SCHEMA,
   findDataset,
   generationTable,
@@ -21,6 +22,7 @@ import {
   insertTransform,
   logDatasetAction,
   qualifiedGenerationTable,
+  relationColumns,
   SYSTEM_COLUMNS,
   targetViewSql,
   withTransaction,
@@ -122,10 +124,7 @@ async function move(db: Db, o: AdoptOptions, transformSql: string, transformDige
   const [schema, name] = o.table.split('.') as [string, string];
   await withTransaction(db, async (conn) => {
     await conn.query(`SET LOCAL lock_timeout = '5s'`);
-    const { rows: cols } = await conn.query<{ attname: string }>(
-      'SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum',
-      [o.table],
-    );
+    const cols = await relationColumns(conn, o.table);
     const { rows: readers } = await conn.query<{ grantee: string }>(
       `SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END AS grantee
          FROM pg_class c, aclexplode(c.relacl) a LEFT JOIN pg_roles r ON r.oid = a.grantee
@@ -135,13 +134,13 @@ async function move(db: Db, o: AdoptOptions, transformSql: string, transformDige
     await conn.query(`ALTER TABLE ${quoteQualified(o.table)} RENAME TO ${quoteIdent(gtable)}`);
     await conn.query(`ALTER TABLE ${quoteIdent(schema)}.${quoteIdent(gtable)} SET SCHEMA ${quoteIdent(DATA_SCHEMA)}`);
     const moved = qualifiedGenerationTable(o.dataset, o.generation);
-    await conn.query(`CREATE VIEW ${quoteIdent(schema)}.${quoteIdent(name)} AS SELECT ${cols.map((c) => quoteIdent(c.attname)).join(', ')} FROM ${moved}`);
+    await conn.query(`CREATE VIEW ${quoteIdent(schema)}.${quoteIdent(name)} AS SELECT ${cols.map((c) => quoteIdent(c.name)).join(', ')} FROM ${moved}`);
     for (const r of readers) await conn.query(`GRANT SELECT ON ${quoteQualified(o.table)} TO ${r.grantee}`);
     await conn.query(`ALTER TABLE ${moved} OWNER TO genfill_owner`);
     await conn.query(`REVOKE ALL ON ${moved} FROM PUBLIC`);
     await insertDataset(conn, { name: o.dataset, targetTable: o.table, sourceTable: o.source, key: o.key, time: o.time });
     await insertTransform(conn, transformDigest, transformSql);
-    await logDatasetAction(conn, { dataset: o.dataset, action: 'adopt-move', generation: o.generation, detail: { table: o.table, transform: transformDigest } });
+    await logDatasetAction(conn, { dataset: o.dataset, action: DATASET_ACTIONS.adoptMove, generation: o.generation, detail: { table: o.table, transform: transformDigest } });
   });
 }
 
@@ -205,7 +204,7 @@ async function attach(db: Db, o: AdoptOptions, transformDigest: string): Promise
     // Same columns, same order as the plain view of step 1: CREATE OR REPLACE is allowed.
     await conn.query(`CREATE OR REPLACE VIEW ${quoteQualified(o.table)} AS ${await targetViewSql(conn, o.dataset)}`);
     const { rows } = await conn.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${t}`);
-    await logDatasetAction(conn, { dataset: o.dataset, action: 'adopt', generation: o.generation, detail: { rows: rows[0]!.n, transform: transformDigest } });
+    await logDatasetAction(conn, { dataset: o.dataset, action: DATASET_ACTIONS.adopt, generation: o.generation, detail: { rows: rows[0]!.n, transform: transformDigest } });
     return rows[0]!.n;
   });
 }

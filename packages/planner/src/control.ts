@@ -3,7 +3,7 @@
 // Redis half of each verb is best effort and re-applied by the planner.
 import { canTransition, NotFoundError, OPEN_STATES, RefusedError, type ReleaseState } from '@genfill/contracts';
 import { qualifiedQueueName, releaseQueue, syncQueuePause } from '@genfill/queue';
-import { casTransition, getRelease, logAction, withTransaction, type Db } from '@genfill/registry';
+import { casTransition, getRelease, RELEASE_ACTIONS, setPauseFlag, withTransaction, type Db } from '@genfill/registry';
 import type { Dispatcher } from './dispatch.ts';
 
 /**
@@ -30,17 +30,17 @@ export interface PauseResult {
  */
 export async function setOperatorPause(db: Db, id: string, paused: boolean, reason: string | null = null, actor?: Actor): Promise<PauseResult> {
   return withTransaction(db, async (conn) => {
-    const res = await conn.query<{ state: ReleaseState }>(
-      `UPDATE genfill.releases SET operator_paused = $2
-        WHERE id = $1 AND operator_paused = $3 AND state = ANY($4::text[])
-        RETURNING state`,
-      [id, paused, !paused, OPEN_STATES],
-    );
-    const verb = paused ? 'pause' : 'resume';
-    if (res.rowCount === 1) {
-      await logAction(conn, { release: id, action: verb, reason, detail: { operatorPaused: paused, ...(actor && { via: actor.via }) }, principal: actor?.principal });
-      return { release: id, state: res.rows[0]!.state, paused, changed: true };
-    }
+    const verb = paused ? RELEASE_ACTIONS.pause : RELEASE_ACTIONS.resume;
+    const changedIn = await setPauseFlag(conn, {
+      release: id,
+      flag: 'operator_paused',
+      value: paused,
+      action: verb,
+      reason,
+      detail: { operatorPaused: paused, ...(actor && { via: actor.via }) },
+      principal: actor?.principal,
+    });
+    if (changedIn) return { release: id, state: changedIn, paused, changed: true };
     const { rows } = await conn.query<{ state: ReleaseState; operator_paused: boolean }>(
       'SELECT state, operator_paused FROM genfill.releases WHERE id = $1',
       [id],
@@ -81,7 +81,7 @@ export async function cancelRelease(db: Db, id: string, reason: string | null = 
       release: id,
       from: release.state,
       to: 'CANCELLED',
-      action: 'cancel',
+      action: RELEASE_ACTIONS.cancel,
       reason: reason ?? undefined,
       detail: { partitions: Object.fromEntries(rows.map((r) => [r.status, r.n])), ...(actor && { via: actor.via }) },
       principal: actor?.principal,

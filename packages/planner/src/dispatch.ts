@@ -5,14 +5,14 @@
 import { quoteIdent, quoteQualified, RedisUnavailableError, RefusedError, type ReleaseState } from '@genfill/contracts';
 import {
   asRedisUnavailable,
-  enqueueUnfinished,
   qualifiedQueueName,
   releaseQueue,
   syncQueuePause,
-  type EnqueueResult,
   type Redis,
 } from '@genfill/queue';
-import { casTransition, findDataset, getRelease, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
+import { casTransition, findDataset, getRelease, RELEASE_ACTIONS, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
+import { tableColumns } from './admission.ts';
+import { enqueueUnfinished, type EnqueueResult } from './enqueue.ts';
 import { planRelease, type PlanResult } from './plan.ts';
 
 /**
@@ -24,12 +24,10 @@ import { planRelease, type PlanResult } from './plan.ts';
 export async function storeRowEstimates(conn: Conn, release: ReleaseRow): Promise<number> {
   const dataset = await findDataset(conn, release.dataset);
   if (!dataset) throw new RefusedError(`dataset ${release.dataset} is not registered`);
-  const { rows: typeRows } = await conn.query<{ type: string }>(
-    `SELECT a.atttypid::regtype::text AS type FROM pg_attribute a
-      WHERE a.attrelid = to_regclass($1) AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped`,
-    [quoteQualified(dataset.source_table), dataset.time_column],
-  );
-  const type = typeRows[0]?.type;
+  // A source that is gone reads as a missing column (tableColumns looks it up with to_regclass).
+  const source = await tableColumns(conn, quoteQualified(dataset.source_table));
+  // The type without its modifier (what regtype names), as this check has always compared it.
+  const type = source?.columns.find((c) => c.name === dataset.time_column)?.type.replace(/\([\d,]+\)/, '');
   if (!type) throw new RefusedError(`source ${dataset.source_table} has no column ${dataset.time_column} any more: the release cannot be built`);
   const local = type === 'timestamp without time zone' || type === 'date';
   if (!local && type !== 'timestamp with time zone') throw new RefusedError(`${dataset.time_column} of ${dataset.source_table} is ${type}; the time column must be timestamptz, timestamp or date`);
@@ -98,7 +96,7 @@ export async function startBuilding(db: Db, id: string): Promise<BuildStart> {
       return { release: id, state: release.state, started: false, estimatedRows: await estimatedTotal(c, id) };
     }
     const estimatedRows = await storeRowEstimates(c, release);
-    await casTransition(c, { release: id, from: 'SNAPSHOT_PINNED', to: 'BUILDING', action: 'build', detail: { estimatedRows } });
+    await casTransition(c, { release: id, from: 'SNAPSHOT_PINNED', to: 'BUILDING', action: RELEASE_ACTIONS.build, detail: { estimatedRows } });
     return { release: id, state: 'BUILDING' as const, started: true, estimatedRows };
   });
 }

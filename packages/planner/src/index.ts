@@ -1,8 +1,14 @@
-export * from './admission.ts';
-export * from './submit.ts';
-export * from './plan.ts';
-export * from './adopt.ts';
-export * from './dispatch.ts';
-export * from './control.ts';
-export * from './progress.ts';
-export * from './service.ts';
+export { adoptDataset } from './adopt.ts';
+export { type Actor, cancelRelease, mirrorPause, removeReleaseQueue, setOperatorPause } from './control.ts';
+export { type Dispatcher, planAndDispatch, type PlanDispatchResult, startBuilding } from './dispatch.ts';
+export { planRelease, type PlanResult } from './plan.ts';
+export {
+  formatDuration,
+  progressLine,
+  ProgressMeter,
+  type ProgressSample,
+  type Rates,
+  releaseProgress,
+} from './progress.ts';
+export { type RoundResult, runPlannerService, stopOnSignals } from './service.ts';
+export { submitRelease, validateRelease } from './submit.ts';

@@ -21,6 +21,7 @@ import {
   insertManifest,
   insertPartitions,
   overlayTransformMap,
+  RELEASE_ACTIONS,
   rangeUnion,
   storedGrid,
   upsertCandidateGeneration,
@@ -158,7 +159,7 @@ export async function planRelease(db: Db, id: string): Promise<PlanResult> {
       release: id,
       from: 'DRAFT',
       to: 'SNAPSHOT_PINNED',
-      action: 'plan',
+      action: RELEASE_ACTIONS.plan,
       detail: { partitions: grid.length, boundariesSha256: planned.boundariesSha256 },
     });
     return summary(conn, { ...release, state: 'SNAPSHOT_PINNED' }, 'planned');

@@ -1,4 +1,13 @@
-export * from './names.ts';
-export * from './redis.ts';
-export * from './queue.ts';
-export * from './enqueue.ts';
+export { buildJobSchema, jobId, queueName } from './names.ts';
+export { buildJob, type BuildQueue, qualifiedQueueName, releaseQueue, syncQueuePause } from './queue.ts';
+export {
+  asRedisUnavailable,
+  connectRedis,
+  createRedis,
+  createServiceRedis,
+  Redis,
+  redisAddress,
+  redisAnswers,
+  warnIfEvicting,
+  withDeadline,
+} from './redis.ts';

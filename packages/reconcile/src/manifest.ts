@@ -1,7 +1,7 @@
 // Release-wide checks: manifest closure and the coverage proof re-derived from the stored
 // partitions, partition status, and the pinned dependencies recomputed in the snapshot.
 import { coverageProof, InvalidInputError, quoteQualified, type CoverageProof } from '@genfill/contracts';
-import type { Conn } from '@genfill/registry';
+import { relationColumns, type Conn } from '@genfill/registry';
 import type { FindingsWriter } from './findings.ts';
 import { hashOf, rootOf } from './roots.ts';
 import { buildPartitions, type Subject } from './subject.ts';
@@ -65,17 +65,9 @@ export interface DependencySummary {
   ok: boolean;
 }
 
-async function relationColumns(conn: Conn, relation: string): Promise<string[]> {
-  const { rows } = await conn.query<{ attname: string }>(
-    `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
-    [quoteQualified(relation)],
-  );
-  return rows.map((r) => r.attname);
-}
-
 /** A dependency's content as the pin defines it: row count and root over every column in order. */
 async function relationContent(conn: Conn, relation: string): Promise<{ rows: string; hash: string }> {
-  const cols = await relationColumns(conn, relation);
+  const cols = (await relationColumns(conn, quoteQualified(relation))).map((c) => c.name);
   const { rows } = await conn.query<{ n: string; h: string }>(
     `SELECT count(*)::text AS n, ${rootOf(hashOf(cols, 't'))} AS h FROM ${quoteQualified(relation)} AS t`,
   );

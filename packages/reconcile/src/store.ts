@@ -7,7 +7,7 @@
 import { rm } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { RefusedError, type ReleaseState } from '@genfill/contracts';
-import { casTransition, logAction, withTransaction, type Conn, type Db } from '@genfill/registry';
+import { casTransition, logAction, RELEASE_ACTIONS, withTransaction, type Conn, type Db } from '@genfill/registry';
 import type { PartitionCheck } from './compare.ts';
 import { defaultFindingsPath, type FindingsWriter } from './findings.ts';
 import type { Subject } from './subject.ts';
@@ -101,9 +101,9 @@ export async function storeReconciliation(db: Db, i: StoreInput): Promise<Stored
       const transition = from !== i.verdict;
       const detail = { reconciliation: id, findings: i.writer.count, byKind: i.writer.byKind };
       if (transition) {
-        await casTransition(conn, { release: i.subject.release, from, to: i.verdict, action: 'reconcile', detail });
+        await casTransition(conn, { release: i.subject.release, from, to: i.verdict, action: RELEASE_ACTIONS.reconcile, detail });
       } else {
-        await logAction(conn, { release: i.subject.release, action: 'reconcile', detail: { ...detail, state: i.verdict } });
+        await logAction(conn, { release: i.subject.release, action: RELEASE_ACTIONS.reconcile, detail: { ...detail, state: i.verdict } });
       }
       await i.writer.commit(findingsPath);
       placed.path = findingsPath;

@@ -2,7 +2,7 @@
 // the release, the dataset's columns, the manifest, the current receipts, the pins. Nothing
 // here trusts a counter a worker wrote; receipts are loaded only to be checked.
 import { NotFoundError, quoteQualified, RefusedError, type ReleaseState } from '@genfill/contracts';
-import { qualifiedGenerationTable, type Conn } from '@genfill/registry';
+import { parentExists, qualifiedGenerationTable, qualifiedParent, relationColumns, type Conn } from '@genfill/registry';
 
 const SYSTEM_COLUMNS = ['generation', '_gf_rev', '_gf_deleted'];
 
@@ -107,24 +107,16 @@ async function releaseRow(conn: Conn, id: string): Promise<ReleaseQueryRow> {
   return rows[0];
 }
 
+/** No parent yet is no columns (the caller refuses), not an error that aborts the snapshot. */
 async function parentColumns(conn: Conn, dataset: string): Promise<Column[]> {
-  const { rows } = await conn.query<Column>(
-    `SELECT attname AS name, format_type(atttypid, atttypmod) AS type FROM pg_attribute
-      WHERE attrelid = to_regclass(format('genfill_data.%I', $1::text)) AND attnum > 0 AND NOT attisdropped
-        AND NOT (attname = ANY($2::text[]))
-      ORDER BY attnum`,
-    [dataset, SYSTEM_COLUMNS],
-  );
-  return rows;
+  if (!(await parentExists(conn, dataset))) return [];
+  const columns = await relationColumns(conn, qualifiedParent(dataset), { except: SYSTEM_COLUMNS });
+  return columns.map(({ name, type }) => ({ name, type }));
 }
 
 async function tableTypes(conn: Conn, table: string): Promise<Map<string, string>> {
-  const { rows } = await conn.query<Column>(
-    `SELECT attname AS name, format_type(atttypid, atttypmod) AS type FROM pg_attribute
-      WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`,
-    [quoteQualified(table)],
-  );
-  return new Map(rows.map((r) => [r.name, r.type]));
+  const columns = await relationColumns(conn, quoteQualified(table));
+  return new Map(columns.map((c) => [c.name, c.type]));
 }
 
 async function transformSql(conn: Conn, digest: string): Promise<string> {

@@ -2,6 +2,7 @@
 // genfill.row_hash over the canonical texts, and a root = (count, sum of hashes mod 2^64).
 // A sum is order-independent and, unlike XOR, does not cancel duplicate pairs.
 import { quoteIdent, quoteQualified } from '@genfill/contracts';
+import { relationColumns } from './columns.ts';
 import type { Conn } from './db.ts';
 
 export const TWO_TO_64 = '18446744073709551616';
@@ -25,13 +26,9 @@ export interface ContentHash {
 
 /** A dependency table's content: row count and root over every column, in attnum order. */
 export async function contentHash(conn: Conn, relation: string): Promise<ContentHash> {
-  const { rows: cols } = await conn.query<{ attname: string }>(
-    `SELECT attname FROM pg_attribute
-      WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
-    [relation],
-  );
+  const cols = await relationColumns(conn, relation);
   const { rows } = await conn.query<{ n: string; root: string }>(
-    `SELECT count(*)::text AS n, ${rootAgg(rowHashExpr(cols.map((c) => c.attname), 't'))}::text AS root
+    `SELECT count(*)::text AS n, ${rootAgg(rowHashExpr(cols.map((c) => c.name), 't'))}::text AS root
        FROM ${quoteQualified(relation)} AS t`,
   );
   return { relation, rowCount: rows[0]!.n, contentHash: rows[0]!.root };

@@ -1,8 +1,48 @@
-export * from './db.ts';
-export * from './migrate.ts';
-export * from './releases.ts';
-export * from './datasets.ts';
-export * from './manifest.ts';
-export * from './hashing.ts';
-export * from './status.ts';
-export * from './layout.ts';
+export { relationColumns, type RelationColumn } from './columns.ts';
+export {
+  findDataset,
+  findGeneration,
+  getTransformSql,
+  insertDataset,
+  insertTransform,
+  overlayTransformMap,
+  type TransformRange,
+  upsertCandidateGeneration,
+} from './datasets.ts';
+export { type Conn, createPool, type Db, withTransaction } from './db.ts';
+export { contentHash, rootAgg, rowHashExpr } from './hashing.ts';
+export {
+  addGeneration,
+  createParent,
+  createTargetView,
+  DATA_SCHEMA,
+  dataColumns,
+  generationTable,
+  parentExists,
+  qualifiedGenerationTable,
+  qualifiedParent,
+  SYSTEM_COLUMNS,
+  targetViewSql,
+} from './layout.ts';
+export { DATASET_ACTIONS, type DatasetAction, logAction, logDatasetAction, RELEASE_ACTIONS, type ReleaseAction } from './log.ts';
+export {
+  dependencyPins,
+  findManifest,
+  insertDependencyPin,
+  insertManifest,
+  insertPartitions,
+  rangeUnion,
+  storedGrid,
+} from './manifest.ts';
+export { assertSchemaCurrent, LATEST_VERSION, migrate } from './migrate.ts';
+export { findOverlapping, findRelease, getRelease, insertRelease, type ReleaseRow } from './releases.ts';
+export {
+  latestThrottleDecision,
+  receiptSummary,
+  type ReceiptSummary,
+  releaseList,
+  type ReleaseStatus,
+  releaseStatus,
+  type ThrottleDecisionSummary,
+} from './status.ts';
+export { casTransition, markBuiltIfComplete, setPauseFlag } from './transitions.ts';

@@ -1,6 +1,7 @@
 // The generation layout (migration 0003): a genfill-owned parent per dataset, LIST-partitioned
 // by generation, and the user's name as a view of the active generation via the pointer row.
 import { quoteIdent } from '@genfill/contracts';
+import { relationColumns } from './columns.ts';
 import type { Conn } from './db.ts';
 
 export const DATA_SCHEMA = 'genfill_data';
@@ -43,25 +44,8 @@ export async function targetViewSql(conn: Conn, dataset: string): Promise<string
   return rows[0]!.sql;
 }
 
-export async function logDatasetAction(
-  conn: Conn,
-  e: { dataset: string; action: string; generation?: string | null; detail?: unknown },
-): Promise<void> {
-  await conn.query('INSERT INTO genfill.dataset_log (dataset, action, generation, detail) VALUES ($1, $2, $3, $4)', [
-    e.dataset,
-    e.action,
-    e.generation ?? null,
-    e.detail === undefined ? null : JSON.stringify(e.detail),
-  ]);
-}
-
 /** The dataset's data columns (everything but the system columns), in the parent's order. */
 export async function dataColumns(conn: Conn, dataset: string): Promise<{ name: string; type: string }[]> {
-  const { rows } = await conn.query<{ name: string; type: string }>(
-    `SELECT attname AS name, format_type(atttypid, atttypmod) AS type FROM pg_attribute
-      WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND NOT (attname = ANY($2::text[]))
-      ORDER BY attnum`,
-    [qualifiedParent(dataset), [...SYSTEM_COLUMNS]],
-  );
-  return rows;
+  const columns = await relationColumns(conn, qualifiedParent(dataset), { except: SYSTEM_COLUMNS });
+  return columns.map(({ name, type }) => ({ name, type }));
 }

@@ -1,13 +1,8 @@
-// Registry queries on releases, one named function per statement. State changes are CASes
-// against TRANSITIONS and are logged with the principal (session_user) in the same transaction.
-import {
-  CasConflictError,
-  canTransition,
-  NotFoundError,
-  type ReleaseSpec,
-  type ReleaseState,
-} from '@genfill/contracts';
+// Registry queries on releases, one named function per statement. State changes live in
+// transitions.ts, log rows in log.ts.
+import { NotFoundError, type ReleaseSpec, type ReleaseState } from '@genfill/contracts';
 import type { Conn } from './db.ts';
+import { logAction, RELEASE_ACTIONS } from './log.ts';
 
 export interface ReleaseRow {
   id: string;
@@ -83,7 +78,7 @@ export async function insertRelease(conn: Conn, r: NewRelease): Promise<void> {
       r.spec.deadline,
     ],
   );
-  await logAction(conn, { release: r.spec.release, action: 'submit', to: 'DRAFT', detail: { digest: r.digest } });
+  await logAction(conn, { release: r.spec.release, action: RELEASE_ACTIONS.submit, to: 'DRAFT', detail: { digest: r.digest } });
 }
 
 /** Releases of a dataset and generation, other than `exceptId`, whose range overlaps [from, to). */
@@ -99,68 +94,4 @@ export async function findOverlapping(
     [q.dataset, q.generation, q.from, q.to, q.exceptId],
   );
   return rows;
-}
-
-export interface LogEntry {
-  release: string;
-  action: string;
-  from?: ReleaseState | null;
-  to?: ReleaseState | null;
-  reason?: string | null;
-  detail?: unknown;
-  /**
-   * Who acted, when it is not the connected login: the API connects as its service login and
-   * names the token's subject here. Omitted, the column default (session_user) records it.
-   */
-  principal?: string | null;
-}
-
-export async function logAction(conn: Conn, e: LogEntry): Promise<void> {
-  await conn.query(
-    `INSERT INTO genfill.release_log (release, action, from_state, to_state, reason, detail, principal)
-     VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::text, session_user))`,
-    [e.release, e.action, e.from ?? null, e.to ?? null, e.reason ?? null, e.detail === undefined ? null : JSON.stringify(e.detail), e.principal ?? null],
-  );
-}
-
-export interface LogRow {
-  id: string;
-  action: string;
-  from_state: string | null;
-  to_state: string | null;
-  principal: string;
-  at: Date;
-  reason: string | null;
-  detail: unknown;
-}
-
-export async function releaseLog(conn: Conn, release: string): Promise<LogRow[]> {
-  const { rows } = await conn.query<LogRow>(
-    `SELECT id, action, from_state, to_state, principal, at, reason, detail
-       FROM genfill.release_log WHERE release = $1 ORDER BY id`,
-    [release],
-  );
-  return rows;
-}
-
-/**
- * The one compare-and-swap for release states. Zero rows is a lost race, reported as
- * CasConflictError naming the current state — never treated as success.
- */
-export async function casTransition(
-  conn: Conn,
-  t: { release: string; from: ReleaseState; to: ReleaseState; action: string; reason?: string; detail?: unknown; principal?: string | null },
-): Promise<void> {
-  if (!canTransition(t.from, t.to)) {
-    throw new Error(`${t.from} → ${t.to} is not in the transition table`);
-  }
-  const res = await conn.query(
-    `UPDATE genfill.releases SET state = $3, state_changed_at = now() WHERE id = $1 AND state = $2`,
-    [t.release, t.from, t.to],
-  );
-  if (res.rowCount !== 1) {
-    const { rows } = await conn.query<{ state: string }>('SELECT state FROM genfill.releases WHERE id = $1', [t.release]);
-    throw new CasConflictError(t.release, t.from, rows[0]?.state ?? null, t.to);
-  }
-  await logAction(conn, { release: t.release, action: t.action, from: t.from, to: t.to, reason: t.reason ?? null, detail: t.detail, principal: t.principal });
 }

@@ -1,7 +1,8 @@
 // The read model behind `genfill status` and (later) GET /releases/:id, read in one snapshot.
 import { withTransaction, type Db } from './db.ts';
 import { findManifest, listPartitions, partitionCounts, dependencyPins } from './manifest.ts';
-import { getRelease, listReleases, releaseLog } from './releases.ts';
+import { releaseLog } from './log.ts';
+import { getRelease, listReleases } from './releases.ts';
 
 function iso(d: Date | null): string | null {
   return d ? d.toISOString() : null;

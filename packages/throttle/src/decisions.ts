@@ -1,7 +1,7 @@
 // The controller's registry queries. A takeover bumps the release's fencing token; a decision
 // is written only while the writer's token is the row's token, in one transaction that also
 // moves `throttle_paused` — never `operator_paused`, which belongs to people.
-import { withTransaction, type Db } from '@genfill/registry';
+import { RELEASE_ACTIONS, setPauseFlag, withTransaction, type Db } from '@genfill/registry';
 import type { Budget, Decision, Knobs } from './aimd.ts';
 import type { Reading } from './signals.ts';
 
@@ -97,14 +97,6 @@ export async function latestDecision(db: Db, release: string): Promise<StoredDec
   return rows[0] ? toDecision(rows[0]) : null;
 }
 
-export async function recentDecisions(db: Db, release: string, limit: number): Promise<StoredDecision[]> {
-  const { rows } = await db.query<DecisionRow>(
-    `SELECT ${DECISION_COLUMNS} FROM genfill.throttle_decisions WHERE release = $1 ORDER BY id DESC LIMIT $2`,
-    [release, limit],
-  );
-  return rows.map(toDecision);
-}
-
 export function knobsOf(d: StoredDecision): Knobs {
   return { concurrency: d.concurrency, rowsPerSecond: d.rowsPerSecond, paused: d.throttlePaused };
 }
@@ -150,22 +142,15 @@ export async function recordDecision(
         d.binding, d.ratio, d.action, d.concurrency, d.rowsPerSecond, q.liveWorkers, q.workerRowsPerSecond, d.paused,
       ],
     );
-    const flag = await conn.query(
-      `UPDATE genfill.releases SET throttle_paused = $2 WHERE id = $1 AND throttle_paused = $3`,
-      [q.release, d.paused, !d.paused],
-    );
-    const pauseChanged = flag.rowCount === 1;
-    if (pauseChanged) {
-      await conn.query(
-        `INSERT INTO genfill.release_log (release, action, reason, detail) VALUES ($1, $2, $3, $4)`,
-        [
-          q.release,
-          d.paused ? 'throttle-pause' : 'throttle-resume',
-          `${d.binding} at ${d.ratio === null ? '—' : d.ratio.toFixed(2)}× budget`,
-          JSON.stringify({ token: q.token, holder: q.holder, decision: Number(ins.rows[0]!.id) }),
-        ],
-      );
-    }
+    const pauseChanged =
+      (await setPauseFlag(conn, {
+        release: q.release,
+        flag: 'throttle_paused',
+        value: d.paused,
+        action: d.paused ? RELEASE_ACTIONS.throttlePause : RELEASE_ACTIONS.throttleResume,
+        reason: `${d.binding} at ${d.ratio === null ? '—' : d.ratio.toFixed(2)}× budget`,
+        detail: { token: q.token, holder: q.holder, decision: Number(ins.rows[0]!.id) },
+      })) !== null;
     return { kind: 'recorded', id: Number(ins.rows[0]!.id), pauseChanged };
   });
 }

@@ -1,8 +1,12 @@
-export * from './signals.ts';
-export * from './aimd.ts';
-export * from './decisions.ts';
-export * from './lease.ts';
-export * from './admission.ts';
-export * from './controller.ts';
-export * from './metrics.ts';
-export * from './throttle.ts';
+export { Admission, shareBucket, workerSlots } from './admission.ts';
+export { type Budget, decide, FAR_OVER, initialKnobs } from './aimd.ts';
+export { throttleMetrics } from './metrics.ts';
+export {
+  CanarySignal,
+  canaryStatements,
+  PrometheusSignal,
+  quantile,
+  type Reading,
+  StandbyLagEstimator,
+} from './signals.ts';
+export { createThrottle, DEFAULT_INTERVAL_MS } from './throttle.ts';

@@ -3,7 +3,7 @@
 // with an error) instead of pretending to be healthy or failing the tick.
 import { parse } from 'libpg-query';
 import pg from 'pg';
-import type { Db } from '@genfill/registry';
+import { RELEASE_ACTIONS, type Db } from '@genfill/registry';
 
 export type SignalName = 'replica_lag' | 'foreground_p95' | 'foreground_sli' | 'error_rate';
 
@@ -300,11 +300,11 @@ export async function fleetOutcomes(db: Db, release: string, windowSeconds: numb
     `SELECT (SELECT count(*) FROM genfill.receipts
               WHERE release = $1 AND created_at > clock_timestamp() - $2 * interval '1 second')::int AS ok,
             (SELECT count(*) FROM genfill.release_log
-              WHERE release = $1 AND action = 'partition-failed' AND at > clock_timestamp() - $2 * interval '1 second')::int AS failed,
+              WHERE release = $1 AND action = $3 AND at > clock_timestamp() - $2 * interval '1 second')::int AS failed,
             (SELECT count(*) FROM genfill.partitions
               WHERE release = $1 AND status = 'RUNNING' AND lease_expires_at <= clock_timestamp()
                 AND updated_at > clock_timestamp() - $2 * interval '1 second')::int AS retrying`,
-    [release, windowSeconds],
+    [release, windowSeconds, RELEASE_ACTIONS.partitionFailed],
   );
   return rows[0]!;
 }

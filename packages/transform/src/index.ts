@@ -1,7 +1,5 @@
 // Public API of @genfill/transform: the checks `release validate` runs on a transform, and
 // the wrapper that binds a partition's rows to the CTE `source`.
-export { checkTransformStatic, parseSingleSelect, TRANSFORM_PATH } from './static.ts';
-export type { StaticCheckResult } from './static.ts';
-export { probeTransform } from './probe.ts';
-export type { OutputColumn, ProbeOptions, ProbeResult } from './probe.ts';
-export { wrapTransform, stripTrailingSemicolons } from './wrap.ts';
+export { type ProbeOptions, type ProbeResult, probeTransform } from './probe.ts';
+export { checkTransformStatic } from './static.ts';
+export { stripTrailingSemicolons, wrapTransform } from './wrap.ts';

@@ -9,6 +9,7 @@ import { parse } from 'libpg-query';
 import pg from 'pg';
 import type { ClientBase } from 'pg';
 import { quoteIdent } from '@genfill/contracts';
+import { relationColumns } from '@genfill/registry';
 import { describeCharIndex } from './position.ts';
 import { TRANSFORM_PATH, parseSingleSelect } from './static.ts';
 import { stripTrailingSemicolons, wrapPrefix, wrapTransform } from './wrap.ts';
@@ -206,12 +207,8 @@ async function inspectView(
   const id = ids.rows[0];
   if (!id) throw new Error(`the probe view ${view} was created but cannot be found`);
 
-  const columns = await client.query<OutputColumn>(
-    `SELECT attname AS name, format_type(atttypid, atttypmod) AS type
-       FROM pg_attribute WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
-    [id.view],
-  );
-  result.columns = columns.rows;
+  const columns = await relationColumns(client, Number(id.view));
+  result.columns = columns.map(({ name, type }) => ({ name, type }));
 
   // pg_depend alone is not enough: PostgreSQL records no dependencies on built-in (pinned)
   // objects, so random() or pg_class never appear there. The view's stored query tree names
@@ -289,11 +286,7 @@ async function checkTarget(
   output: readonly OutputColumn[],
   problem: (path: string, message: string) => void,
 ): Promise<void> {
-  const { rows } = await client.query<OutputColumn>(
-    `SELECT attname AS name, format_type(atttypid, atttypmod) AS type
-       FROM pg_attribute WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
-    [target.oid],
-  );
+  const rows = await relationColumns(client, Number(target.oid));
   const ignored = new Set(ignore);
   const wanted = new Map(rows.filter((c) => !ignored.has(c.name)).map((c) => [c.name, c.type]));
   const produced = new Map(output.map((c) => [c.name, c.type]));

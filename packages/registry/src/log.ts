@@ -1,0 +1,94 @@
+// The registry's two append-only logs and the names of what they record. Every log row is
+// written by one of the two functions here, and every reader that counts a kind of row
+// (the throttle's error rate counts failed partitions) names it by the same constant: an
+// action string is a contract between writer and reader, so it lives in one place.
+import type { ReleaseState } from '@genfill/contracts';
+import type { Conn } from './db.ts';
+
+/** What a release_log row records. */
+export const RELEASE_ACTIONS = {
+  submit: 'submit',
+  plan: 'plan',
+  /** SNAPSHOT_PINNED → BUILDING: the first enqueue. */
+  build: 'build',
+  /** BUILDING → BUILT: the receipt that completed the manifest. */
+  built: 'built',
+  requeue: 'requeue',
+  partitionFailed: 'partition-failed',
+  pause: 'pause',
+  resume: 'resume',
+  throttlePause: 'throttle-pause',
+  throttleResume: 'throttle-resume',
+  cancel: 'cancel',
+  repair: 'repair',
+  reconcile: 'reconcile',
+  /** Written by the SQL function genfill.approve (migration 0004). */
+  approve: 'approve',
+} as const;
+export type ReleaseAction = (typeof RELEASE_ACTIONS)[keyof typeof RELEASE_ACTIONS];
+
+/** What a dataset_log row records. */
+export const DATASET_ACTIONS = {
+  /** The adopted table moved into genfill_data (its name becomes the view). */
+  adoptMove: 'adopt-move',
+  adopt: 'adopt',
+} as const;
+export type DatasetAction = (typeof DATASET_ACTIONS)[keyof typeof DATASET_ACTIONS];
+
+export interface LogEntry {
+  release: string;
+  action: ReleaseAction;
+  from?: ReleaseState | null;
+  to?: ReleaseState | null;
+  reason?: string | null;
+  detail?: unknown;
+  /**
+   * Who acted, when it is not the connected login: the API connects as its service login and
+   * names the token's subject here. Omitted, the column default (session_user) records it.
+   */
+  principal?: string | null;
+}
+
+function json(detail: unknown): string | null {
+  return detail === undefined ? null : JSON.stringify(detail);
+}
+
+export async function logAction(conn: Conn, e: LogEntry): Promise<void> {
+  await conn.query(
+    `INSERT INTO genfill.release_log (release, action, from_state, to_state, reason, detail, principal)
+     VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::text, session_user))`,
+    [e.release, e.action, e.from ?? null, e.to ?? null, e.reason ?? null, json(e.detail), e.principal ?? null],
+  );
+}
+
+export async function logDatasetAction(
+  conn: Conn,
+  e: { dataset: string; action: DatasetAction; generation?: string | null; detail?: unknown },
+): Promise<void> {
+  await conn.query('INSERT INTO genfill.dataset_log (dataset, action, generation, detail) VALUES ($1, $2, $3, $4)', [
+    e.dataset,
+    e.action,
+    e.generation ?? null,
+    json(e.detail),
+  ]);
+}
+
+export interface LogRow {
+  id: string;
+  action: string;
+  from_state: string | null;
+  to_state: string | null;
+  principal: string;
+  at: Date;
+  reason: string | null;
+  detail: unknown;
+}
+
+export async function releaseLog(conn: Conn, release: string): Promise<LogRow[]> {
+  const { rows } = await conn.query<LogRow>(
+    `SELECT id, action, from_state, to_state, principal, at, reason, detail
+       FROM genfill.release_log WHERE release = $1 ORDER BY id`,
+    [release],
+  );
+  return rows;
+}

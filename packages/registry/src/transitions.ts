@@ -1,0 +1,91 @@
+// The one writer of release state and pause flags. A state move is a compare-and-swap
+// (`WHERE state = $from`) against the transition table in @genfill/contracts, with its log
+// row in the same transaction; a flag change is a CAS on the flag's old value, logged the
+// same way. Zero rows is a lost race, reported — never treated as success.
+import { CasConflictError, canTransition, OPEN_STATES, type ReleaseState } from '@genfill/contracts';
+import type { Conn } from './db.ts';
+import { logAction, RELEASE_ACTIONS, type ReleaseAction } from './log.ts';
+
+export interface Transition {
+  release: string;
+  from: ReleaseState;
+  to: ReleaseState;
+  action: ReleaseAction;
+  reason?: string | null;
+  detail?: unknown;
+  principal?: string | null;
+}
+
+/**
+ * Only when the manifest is complete: every partition of the release is BUILT. The one
+ * extra condition a move may carry, so BUILDING → BUILT stays a single fenced statement
+ * in the transaction of the receipt that completes the manifest.
+ */
+const MANIFEST_COMPLETE = `AND NOT EXISTS (SELECT 1 FROM genfill.partitions WHERE release = $1 AND status <> 'BUILT')`;
+
+async function applyTransition(conn: Conn, t: Transition, condition = ''): Promise<boolean> {
+  if (!canTransition(t.from, t.to)) {
+    throw new Error(`${t.from} → ${t.to} is not in the transition table`);
+  }
+  const res = await conn.query(
+    `UPDATE genfill.releases SET state = $3, state_changed_at = now() WHERE id = $1 AND state = $2 ${condition}`,
+    [t.release, t.from, t.to],
+  );
+  if (res.rowCount !== 1) return false;
+  await logAction(conn, { release: t.release, action: t.action, from: t.from, to: t.to, reason: t.reason ?? null, detail: t.detail, principal: t.principal });
+  return true;
+}
+
+async function currentState(conn: Conn, release: string): Promise<string | null> {
+  const { rows } = await conn.query<{ state: string }>('SELECT state FROM genfill.releases WHERE id = $1', [release]);
+  return rows[0]?.state ?? null;
+}
+
+/**
+ * The one compare-and-swap for release states. Zero rows is a lost race, reported as
+ * CasConflictError naming the current state.
+ */
+export async function casTransition(conn: Conn, t: Transition): Promise<void> {
+  if (!(await applyTransition(conn, t))) {
+    throw new CasConflictError(t.release, t.from, await currentState(conn, t.release), t.to);
+  }
+}
+
+/**
+ * BUILDING → BUILT when no partition is left unbuilt; false (nothing written) otherwise.
+ * Called in the transaction of every receipt: the one that completes the manifest moves
+ * the release. The caller holds the release row lock and has checked BUILDING under it.
+ */
+export async function markBuiltIfComplete(conn: Conn, release: string, detail: unknown): Promise<boolean> {
+  return applyTransition(conn, { release, from: 'BUILDING', to: 'BUILT', action: RELEASE_ACTIONS.built, detail }, MANIFEST_COMPLETE);
+}
+
+export type PauseFlag = 'operator_paused' | 'throttle_paused';
+
+export interface FlagChange {
+  release: string;
+  flag: PauseFlag;
+  value: boolean;
+  action: ReleaseAction;
+  reason?: string | null;
+  detail?: unknown;
+  principal?: string | null;
+}
+
+/**
+ * Set a pause flag of an open release, fenced on its old value: of two writers racing, one
+ * records the change and the other learns it was a no-op. Returns the release's state when
+ * this call changed the flag, null when nothing was written (already set, closed, or absent).
+ */
+export async function setPauseFlag(conn: Conn, c: FlagChange): Promise<ReleaseState | null> {
+  // The column name comes from the PauseFlag union, never from input.
+  const res = await conn.query<{ state: ReleaseState }>(
+    `UPDATE genfill.releases SET ${c.flag} = $2
+      WHERE id = $1 AND ${c.flag} = $3 AND state = ANY($4::text[])
+      RETURNING state`,
+    [c.release, c.value, !c.value, OPEN_STATES],
+  );
+  if (res.rowCount !== 1) return null;
+  await logAction(conn, { release: c.release, action: c.action, reason: c.reason ?? null, detail: c.detail, principal: c.principal });
+  return res.rows[0]!.state;
+}

@@ -129,8 +129,14 @@ describe('damage is blocked with its partition and key named', () => {
     ]);
     expect(res.findings.find((f) => f.kind === 'receipt_mismatch')).toMatchObject({ partition: DAY2, detail: { rows_out: { receipt: '240', recomputed: '239' } } });
     expect(await state(id)).toBe('RECONCILIATION_REQUIRED');
-    const rec = (await db.query(`SELECT state, findings_count::int AS n, findings_path FROM genfill.reconciliations WHERE release = $1`, [id])).rows[0];
-    expect(rec).toEqual({ state: 'RECONCILIATION_REQUIRED', n: res.findings.length, findings_path: res.out });
+    // The registry holds the findings (0007); the file is their export and no path is recorded.
+    const rec = (await db.query(
+      `SELECT state, findings_count::int AS n, findings_path,
+              (SELECT count(*)::int FROM genfill.reconciliation_findings f WHERE f.reconciliation_id = r.id) AS stored
+         FROM genfill.reconciliations r WHERE release = $1`,
+      [id],
+    )).rows[0];
+    expect(rec).toEqual({ state: 'RECONCILIATION_REQUIRED', n: res.findings.length, findings_path: null, stored: res.findings.length });
   });
 
   it('an extra key: exit 4 naming it', async () => {

@@ -1,18 +1,26 @@
-// Findings: every mismatch, one JSON object per line (NDJSON), complete — never a sample.
-// The file is written as the checks run (a damaged candidate can have millions of them) to a
-// temporary name beside its final path, and renamed in the transaction that stores the
-// verdict, so a stored reconciliation always has its whole file and a failed run leaves none.
+// Findings: every mismatch, complete — never a sample. Their record is the registry
+// (genfill.reconciliation_findings, migration 0007), inserted in the transaction that stores
+// the verdict; the NDJSON file is an export of those rows (export.ts).
 //
-// Every line: {"partition", "key", "kind", "check", "column"?, "detail"?}
+// While the checks run, a damaged candidate can produce millions of findings, more than is
+// wise to hold in memory until the verdict: the writer counts them and spools them to a
+// temporary file (one JSON array a line, the key kept as PostgreSQL's JSON text so bigints keep
+// every digit), which the store reads back in chunks and removes. The spool is a buffer, never
+// evidence: a failed run leaves nothing.
+//
+// Every NDJSON line: {"partition", "key", "kind", "check", "column"?, "detail"?}
 //   partition  the partition id the finding is in, null for release-wide ones
 //   key        {column: value} of the business key (PostgreSQL's JSON of the values, so
 //              bigints keep every digit), null for a partition- or release-wide finding
 //   kind       see FindingKind; `check` says which comparison found it
 //   column     the column that differs, for value / unexpected_diff / conserved findings
-// `genfill repair --findings <file>` rebuilds the partitions named by the lines.
+// `genfill repair --findings <file>` or `--reconciliation <id>` rebuilds the partitions named.
+import { createReadStream } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { open, rename, rm, type FileHandle } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { open, rm, type FileHandle } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 
 export const KEY_KINDS = ['missing', 'extra', 'value', 'duplicate', 'unexpected_diff', 'tombstone', 'conserved', 'null_time'] as const;
 export const PARTITION_KINDS = [
@@ -34,7 +42,7 @@ export type FindingCheck = 'manifest' | 'receipt' | 'dual_compute' | 'old_genera
 
 export interface Finding {
   partition: string | null;
-  /** Parsed for display; the file keeps PostgreSQL's JSON text. */
+  /** Parsed for display; the registry and the NDJSON keep PostgreSQL's JSON text. */
   key: Record<string, unknown> | null;
   kind: FindingKind;
   check: FindingCheck;
@@ -47,10 +55,34 @@ export interface FindingInput extends Omit<Finding, 'key'> {
   keyJson: string | null;
 }
 
+/** One finding as the registry stores it: the columns of genfill.reconciliation_findings. */
+export interface FindingRow {
+  partition: string | null;
+  kind: FindingKind;
+  check: FindingCheck;
+  column: string | null;
+  keyJson: string | null;
+  /** The detail object as JSON text, or null. */
+  detailJson: string | null;
+}
+
+/** The NDJSON line of a finding (with its newline): the one definition of the file format. */
+export function findingLine(f: FindingRow): string {
+  return (
+    `{"partition":${JSON.stringify(f.partition)},"key":${f.keyJson ?? 'null'},"kind":${JSON.stringify(f.kind)},` +
+    `"check":${JSON.stringify(f.check)}` +
+    (f.column !== null ? `,"column":${JSON.stringify(f.column)}` : '') +
+    (f.detailJson !== null ? `,"detail":${f.detailJson}` : '') +
+    '}\n'
+  );
+}
+
 const FLUSH_BYTES = 1 << 16;
 
+type SpoolLine = [string | null, string | null, FindingKind, FindingCheck, string | null, string | null];
+
 export class FindingsWriter {
-  readonly tempPath: string;
+  readonly spoolPath: string;
   #handle: FileHandle | undefined;
   #buffer: string[] = [];
   #bytes = 0;
@@ -59,16 +91,13 @@ export class FindingsWriter {
   readonly byPartition = new Map<string, number>();
   readonly first: Finding[] = [];
 
-  private constructor(
-    readonly dir: string,
-    private readonly keepFirst: number,
-  ) {
-    this.tempPath = join(dir, `.reconcile-${process.pid}-${randomBytes(4).toString('hex')}.ndjson.tmp`);
+  private constructor(private readonly keepFirst: number) {
+    this.spoolPath = join(tmpdir(), `genfill-findings-${process.pid}-${randomBytes(4).toString('hex')}.spool`);
   }
 
-  static async create(dir: string, keepFirst = 20): Promise<FindingsWriter> {
-    const w = new FindingsWriter(dir, keepFirst);
-    w.#handle = await open(w.tempPath, 'wx');
+  static async create(keepFirst = 20): Promise<FindingsWriter> {
+    const w = new FindingsWriter(keepFirst);
+    w.#handle = await open(w.spoolPath, 'wx', 0o600);
     return w;
   }
 
@@ -78,14 +107,10 @@ export class FindingsWriter {
 
   add(f: FindingInput): void {
     const { keyJson, ...rest } = f;
-    const line =
-      `{"partition":${JSON.stringify(rest.partition)},"key":${keyJson ?? 'null'},"kind":${JSON.stringify(rest.kind)},` +
-      `"check":${JSON.stringify(rest.check)}` +
-      (rest.column !== undefined ? `,"column":${JSON.stringify(rest.column)}` : '') +
-      (rest.detail !== undefined ? `,"detail":${JSON.stringify(rest.detail)}` : '') +
-      '}\n';
-    this.#buffer.push(line);
-    this.#bytes += line.length;
+    const line: SpoolLine = [rest.partition, keyJson, rest.kind, rest.check, rest.column ?? null, rest.detail === undefined ? null : JSON.stringify(rest.detail)];
+    const text = JSON.stringify(line) + '\n';
+    this.#buffer.push(text);
+    this.#bytes += text.length;
     this.#count++;
     this.byKind[rest.kind] = (this.byKind[rest.kind] ?? 0) + 1;
     if (rest.partition !== null) this.byPartition.set(rest.partition, (this.byPartition.get(rest.partition) ?? 0) + 1);
@@ -101,28 +126,29 @@ export class FindingsWriter {
     await this.#handle.write(chunk);
   }
 
-  /** Flush, close and move the file to its final name. */
-  async commit(finalPath: string): Promise<void> {
+  /** Every finding in the order it was added, `size` at a time (the spool is read back from disk). */
+  async *chunks(size: number): AsyncGenerator<FindingRow[]> {
     await this.drain(true);
-    await this.#handle?.close();
-    this.#handle = undefined;
-    await rename(this.tempPath, finalPath);
+    const lines = createInterface({ input: createReadStream(this.spoolPath, { encoding: 'utf8' }), crlfDelay: Infinity });
+    let batch: FindingRow[] = [];
+    for await (const text of lines) {
+      if (text === '') continue;
+      const [partition, keyJson, kind, check, column, detailJson] = JSON.parse(text) as SpoolLine;
+      batch.push({ partition, keyJson, kind, check, column, detailJson });
+      if (batch.length >= size) {
+        yield batch;
+        batch = [];
+      }
+    }
+    if (batch.length > 0) yield batch;
   }
 
-  async discard(): Promise<void> {
+  /** Close and remove the spool; the findings are in the registry (or the run failed). */
+  async close(): Promise<void> {
     await this.#handle?.close().catch(() => undefined);
     this.#handle = undefined;
-    await rm(this.tempPath, { force: true });
+    await rm(this.spoolPath, { force: true });
   }
-}
-
-/** `./reconcile-<release>-<id>.ndjson` in `dir`. */
-export function defaultFindingsPath(dir: string, release: string, id: string): string {
-  return join(dir, `reconcile-${release}-${id}.ndjson`);
-}
-
-export function findingsDirOf(path: string): string {
-  return dirname(path) || '.';
 }
 
 export function describeFinding(f: Finding): string {

@@ -6,14 +6,17 @@
 //   3. aggregate passes side by side: candidate (+ old generation join) | source, dual compute;
 //   4. per partition: receipt vs recomputed, stored vs dual, conserved sums;
 //   5. bisection of the partitions whose rows differ, and the key listings;
-//   6. verdict, stored and CASed in one fenced transaction with the findings file.
+//   6. verdict, stored and CASed in one fenced transaction with every finding;
+//   7. on request, the stored findings exported to an NDJSON file.
+import { dirname, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { InvalidInputError, quoteIdent, RefusedError, type ReleaseState } from '@genfill/contracts';
+import { quoteIdent, RefusedError, type ReleaseState } from '@genfill/contracts';
 import type { Logger } from '@genfill/observability';
 import { DATA_SCHEMA, generationTable, type Db } from '@genfill/registry';
 import { Bisector, type BisectResult } from './bisect.ts';
 import { checkOutside, comparePartitions, type PartitionCheck } from './compare.ts';
-import { FindingsWriter, findingsDirOf, type Finding, type FindingKind } from './findings.ts';
+import { defaultFindingsPath, FindingsExport } from './export.ts';
+import { FindingsWriter, type Finding, type FindingKind } from './findings.ts';
 import { listConserved, listOldDiffs, listStrays } from './listing.ts';
 import { checkClosure, checkDependencies } from './manifest.ts';
 import { candidatePass, dualPass, hasEnvelope, oldPass, sourcePass, type CandidateBucket, type DualBucket, type OldBucket, type SourceBucket } from './passes.ts';
@@ -23,9 +26,15 @@ import { buildPartitions, loadSubject } from './subject.ts';
 import { summarize, type ReconcileSummary, type RowsRead } from './summary.ts';
 
 export interface ReconcileOptions {
-  /** Where the findings NDJSON goes; default ./reconcile-<release>-<id>.ndjson in findingsDir. */
+  /**
+   * Export the stored findings to this NDJSON file once the verdict is stored (an empty file
+   * when there are none). The registry holds them either way.
+   */
   findingsOut?: string;
-  /** Directory of the default findings file; default the working directory. */
+  /**
+   * Without findingsOut: when there are findings, export them to
+   * reconcile-<release>-<id>.ndjson in this directory. Neither option: no file is written.
+   */
   findingsDir?: string;
   /** Connections sharing the snapshot (the passes run side by side); default 2. */
   connections?: number;
@@ -39,7 +48,7 @@ export interface ReconcileOptions {
    * with few cores, 0 avoids more processes than cores.
    */
   workersPerPass?: number;
-  /** How many findings the result carries for printing; the file has all. Default 20. */
+  /** How many findings the result carries for printing; the registry has all. Default 20. */
   firstFindings?: number;
   log?: Logger;
 }
@@ -53,7 +62,13 @@ export interface ReconcileResult {
   /** False when a RECONCILED release passed again: a new reconciliation, no state change. */
   transition: boolean;
   snapshot: string;
-  findings: { count: number; byKind: Partial<Record<FindingKind, number>>; path: string; first: Finding[] };
+  findings: {
+    count: number;
+    byKind: Partial<Record<FindingKind, number>>;
+    /** The NDJSON export of the stored findings, or null when none was written. */
+    path: string | null;
+    first: Finding[];
+  };
   summary: ReconcileSummary;
 }
 
@@ -78,10 +93,13 @@ export async function reconcile(db: Db, releaseId: string, opts: ReconcileOption
     workersPerPass: opts.workersPerPass,
   });
   let writer: FindingsWriter | undefined;
+  let exported: FindingsExport | undefined;
   try {
     const s = await timed('load', () => loadSubject(session.primary, releaseId));
-    const dir = opts.findingsOut ? findingsDirOf(opts.findingsOut) : (opts.findingsDir ?? process.cwd());
-    writer = await createWriter(dir, opts);
+    // Opened before any work: a path that cannot be written is refused before a verdict exists.
+    if (opts.findingsOut !== undefined) exported = await FindingsExport.open(dirname(resolve(opts.findingsOut)), '--findings-out');
+    else if (opts.findingsDir !== undefined) exported = await FindingsExport.open(resolve(opts.findingsDir), 'findingsDir');
+    writer = await FindingsWriter.create(opts.firstFindings ?? 20);
     const w = writer;
 
     const closure = checkClosure(s, w);
@@ -121,9 +139,13 @@ export async function reconcile(db: Db, releaseId: string, opts: ReconcileOption
     const verdict: Verdict = w.count === 0 ? 'RECONCILED' : 'RECONCILIATION_REQUIRED';
     timings.checks = ms(started);
     const summary = summarize(s, { closure, dependencies, checks, passes, rowsRead, timings });
-    const stored = await timed('store', () =>
-      storeReconciliation(db, { subject: s, snapshot: session.snapshot, verdict, summary, checks, writer: w, findingsOut: opts.findingsOut }),
-    );
+    const stored = await timed('store', () => storeReconciliation(db, { subject: s, snapshot: session.snapshot, verdict, summary, checks, writer: w }));
+    let path: string | null = null;
+    if (exported && (opts.findingsOut !== undefined || w.count > 0)) {
+      const x = exported;
+      path = opts.findingsOut !== undefined ? resolve(opts.findingsOut) : defaultFindingsPath(x.dir, s.release, stored.id);
+      await timed('export', () => x.write(db, stored.id, path!));
+    }
     timings.total = ms(started);
     log?.info({ reconciliation: stored.id, state: verdict, findings: w.count, timings }, 'reconciled');
     return {
@@ -133,11 +155,10 @@ export async function reconcile(db: Db, releaseId: string, opts: ReconcileOption
       state: verdict,
       transition: stored.transition,
       snapshot: session.snapshot,
-      findings: { count: w.count, byKind: { ...w.byKind }, path: stored.findingsPath, first: [...w.first] },
+      findings: { count: w.count, byKind: { ...w.byKind }, path, first: [...w.first] },
       summary,
     };
   } catch (err) {
-    await writer?.discard();
     if ((err as { code?: string }).code === '42501') {
       throw new RefusedError(
         `your login may not read everything a reconciliation reads (${(err as Error).message}): run genfill reconcile as a member of genfill_owner`,
@@ -146,6 +167,8 @@ export async function reconcile(db: Db, releaseId: string, opts: ReconcileOption
     }
     throw err;
   } finally {
+    await writer?.close();
+    await exported?.discard();
     await session.close();
   }
 }
@@ -173,15 +196,6 @@ async function analyzeStale(db: Db, releaseId: string): Promise<void> {
     [DATA_SCHEMA, names],
   );
   for (const x of rows) await db.query(`ANALYZE ${quoteIdent(DATA_SCHEMA)}.${quoteIdent(x.relname)}`);
-}
-
-async function createWriter(dir: string, opts: ReconcileOptions): Promise<FindingsWriter> {
-  try {
-    return await FindingsWriter.create(dir, opts.firstFindings ?? 20);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new InvalidInputError([{ path: opts.findingsOut ? '--findings-out' : 'findingsDir', message: `cannot write findings in ${dir}: ${code ?? (err as Error).message}` }], { cause: err });
-  }
 }
 
 function unexpectedChanges(expectedDiff: string[], changed: Record<string, bigint>): bigint {

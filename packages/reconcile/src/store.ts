@@ -1,15 +1,15 @@
-// The verdict: one short transaction stores the reconciliation under an id with its
-// per-partition hashes, moves the release (BUILT → RECONCILED | RECONCILIATION_REQUIRED,
-// RECONCILED → RECONCILIATION_REQUIRED; a passing RECONCILED release stays where it is) and
-// puts the findings file in place. It is fenced twice: the release row is locked and must
-// be exactly as the snapshot saw it (no transition and no receipt since), and the state
-// change itself is the registry's compare-and-swap.
-import { rm } from 'node:fs/promises';
-import { resolve } from 'node:path';
+// The verdict: one transaction stores the reconciliation under an id with its per-partition
+// hashes and every finding (genfill.reconciliation_findings), and moves the release (BUILT →
+// RECONCILED | RECONCILIATION_REQUIRED, RECONCILED → RECONCILIATION_REQUIRED; a passing
+// RECONCILED release stays where it is). A stored reconciliation therefore always has all
+// its findings, and a run that fails stores none. It is fenced twice: the release row is
+// locked and must be exactly as the snapshot saw it (no transition and no receipt since),
+// and the state change itself is the registry's compare-and-swap.
 import { RefusedError, type ReleaseState } from '@genfill/contracts';
 import { casTransition, logAction, RELEASE_ACTIONS, withTransaction, type Conn, type Db } from '@genfill/registry';
 import type { PartitionCheck } from './compare.ts';
-import { defaultFindingsPath, type FindingsWriter } from './findings.ts';
+import type { FindingsWriter } from './findings.ts';
+import { insertFindings } from './stored.ts';
 import type { Subject } from './subject.ts';
 
 export type Verdict = 'RECONCILED' | 'RECONCILIATION_REQUIRED';
@@ -21,13 +21,10 @@ export interface StoreInput {
   summary: unknown;
   checks: PartitionCheck[];
   writer: FindingsWriter;
-  /** An explicit findings path; default ./reconcile-<release>-<id>.ndjson in the writer's directory. */
-  findingsOut?: string;
 }
 
 export interface Stored {
   id: string;
-  findingsPath: string;
   transition: boolean;
 }
 
@@ -53,11 +50,12 @@ async function nextId(conn: Conn): Promise<string> {
   return rows[0]!.id;
 }
 
-async function insertReconciliation(conn: Conn, id: string, i: StoreInput, findingsPath: string): Promise<void> {
+// findings_path stays NULL: the findings are rows of genfill.reconciliation_findings (0007).
+async function insertReconciliation(conn: Conn, id: string, i: StoreInput): Promise<void> {
   await conn.query(
-    `INSERT INTO genfill.reconciliations (id, release, snapshot, from_state, release_digest, state, summary, findings_count, findings_path)
-     VALUES ($1, $2, $3::pg_snapshot, $4, $5, $6, $7, $8, $9)`,
-    [id, i.subject.release, i.snapshot, i.subject.state, i.subject.digest, i.verdict, JSON.stringify(i.summary), i.writer.count, findingsPath],
+    `INSERT INTO genfill.reconciliations (id, release, snapshot, from_state, release_digest, state, summary, findings_count)
+     VALUES ($1, $2, $3::pg_snapshot, $4, $5, $6, $7, $8)`,
+    [id, i.subject.release, i.snapshot, i.subject.state, i.subject.digest, i.verdict, JSON.stringify(i.summary), i.writer.count],
   );
 }
 
@@ -87,31 +85,23 @@ async function insertPartitionHashes(conn: Conn, id: string, i: StoreInput): Pro
 }
 
 export async function storeReconciliation(db: Db, i: StoreInput): Promise<Stored> {
-  const placed: { path: string | null } = { path: null };
-  try {
-    return await withTransaction(db, async (conn) => {
-      await lockUnchanged(conn, i.subject);
-      // The id is taken under the row lock, so ids follow the order verdicts commit in and
-      // "the latest reconciliation" of a release is simply the highest id.
-      const id = await nextId(conn);
-      const findingsPath = resolve(i.findingsOut ?? defaultFindingsPath(i.writer.dir, i.subject.release, id));
-      await insertReconciliation(conn, id, i, findingsPath);
-      await insertPartitionHashes(conn, id, i);
-      const from = i.subject.state;
-      const transition = from !== i.verdict;
-      const detail = { reconciliation: id, findings: i.writer.count, byKind: i.writer.byKind };
-      if (transition) {
-        await casTransition(conn, { release: i.subject.release, from, to: i.verdict, action: RELEASE_ACTIONS.reconcile, detail });
-      } else {
-        await logAction(conn, { release: i.subject.release, action: RELEASE_ACTIONS.reconcile, detail: { ...detail, state: i.verdict } });
-      }
-      await i.writer.commit(findingsPath);
-      placed.path = findingsPath;
-      return { id, findingsPath, transition };
-    });
-  } catch (err) {
-    // The file only stands beside a committed verdict.
-    if (placed.path) await rm(placed.path, { force: true });
-    throw err;
-  }
+  return withTransaction(db, async (conn) => {
+    await lockUnchanged(conn, i.subject);
+    // The id is taken under the row lock, so ids follow the order verdicts commit in and
+    // "the latest reconciliation" of a release is simply the highest id.
+    const id = await nextId(conn);
+    await insertReconciliation(conn, id, i);
+    await insertPartitionHashes(conn, id, i);
+    const stored = await insertFindings(conn, id, i.writer);
+    if (stored !== i.writer.count) throw new Error(`reconciliation ${id}: ${i.writer.count} findings counted, ${stored} read back from the spool`);
+    const from = i.subject.state;
+    const transition = from !== i.verdict;
+    const detail = { reconciliation: id, findings: i.writer.count, byKind: i.writer.byKind };
+    if (transition) {
+      await casTransition(conn, { release: i.subject.release, from, to: i.verdict, action: RELEASE_ACTIONS.reconcile, detail });
+    } else {
+      await logAction(conn, { release: i.subject.release, action: RELEASE_ACTIONS.reconcile, detail: { ...detail, state: i.verdict } });
+    }
+    return { id, transition };
+  });
 }

@@ -1,8 +1,10 @@
 // Test setup for the reconciler: orders, an adopted old generation (g2) built with a
 // truncating tax (the bug the releases fix), and candidates built by the real workers'
 // code (claimPartition + buildPartition), ready to be damaged by SQL.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { buildPartition, claimPartition } from '@genfill/builder';
 import { adoptDataset, planRelease, startBuilding, submitRelease } from '@genfill/planner';
@@ -135,4 +137,36 @@ export async function queryAs<T extends pg.QueryResultRow>(tdb: TestDatabase, ro
   } finally {
     await c.end();
   }
+}
+
+const BIN = fileURLToPath(new URL('../../../apps/cli/bin/genfill.js', import.meta.url));
+
+export interface Spawned {
+  child: ChildProcess;
+  /** Everything written so far. */
+  stdout(): string;
+  stderr(): string;
+  /** The exit code (null when a signal ended it), once the process has exited. */
+  exit: Promise<number | null>;
+}
+
+/**
+ * The genfill binary as its own node process (never npx or a shell: a signal sent to a
+ * wrapper leaves the real process running), in `cwd`, with `env` over the test's environment.
+ */
+export function spawnGenfill(args: string[], o: { cwd: string; env: Record<string, string> }): Spawned {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: o.cwd, env: { ...process.env, GENFILL_LOG_LEVEL: 'info', ...o.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const exit = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  return { child, stdout: () => out, stderr: () => err, exit };
+}
+
+/** Run the binary to its end. */
+export async function runGenfill(args: string[], o: { cwd: string; env: Record<string, string> }): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const s = spawnGenfill(args, o);
+  const code = await s.exit;
+  return { code, stdout: s.stdout(), stderr: s.stderr() };
 }

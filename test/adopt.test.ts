@@ -3,6 +3,9 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '@genfill/contracts';
+import { createLogger } from '@genfill/observability';
+import { runPlannerService } from '@genfill/planner';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
 import { createTestQueues } from './support/redis.ts';
@@ -202,7 +205,7 @@ describe('roles', () => {
     }
   });
 
-  it('lets an operator submit and plan, recorded under the operator\'s own login', async () => {
+  it('lets an operator submit, and plan through the planner service, recorded under the operator\'s own login', async () => {
     const r = exampleRelease();
     r.release = 'order-tax-fix@4';
     r.target.generation = 'tax-fix-g4';
@@ -213,9 +216,18 @@ describe('roles', () => {
     const alice = { ...env, DATABASE_URL: u.toString() };
     const sub = await runCli(['release', 'submit', file], alice);
     expect(sub.stderr).toBe('');
-    const plan = await runCli(['plan', 'order-tax-fix@4'], alice);
-    expect(plan.stderr).toBe('');
-    expect(plan.code).toBe(0);
+    // An operator's plan is a request the planner service executes with the operator as principal.
+    const stop = new AbortController();
+    const planner = runPlannerService({ config: loadConfig(env), log: createLogger('planner', 'silent'), intervalSeconds: 1, signal: stop.signal, db: db.pool });
+    try {
+      const plan = await runCli(['plan', 'order-tax-fix@4'], alice);
+      expect(plan.stderr).toMatch(/^requested plan of order-tax-fix@4 \(request #\d+\); waiting for the planner service/);
+      expect(plan.code).toBe(0);
+      expect(plan.stdout).toMatch(/planned: order-tax-fix@4 is BUILDING/);
+    } finally {
+      stop.abort();
+      await planner;
+    }
     const log = await db.pool.query(`SELECT action, principal FROM genfill.release_log WHERE release = 'order-tax-fix@4' ORDER BY id`);
     expect(log.rows).toEqual([
       { action: 'submit', principal: 'genfill_alice' },

@@ -72,7 +72,8 @@ export async function seedOrders(pool: pg.Pool, o: { perDay: number; days: numbe
 
 /** Row counts of every registry table a bad input must leave untouched. */
 export async function registryCounts(pool: pg.Pool): Promise<Record<string, number>> {
-  const tables = ['releases', 'datasets', 'generations', 'transforms', 'release_log', 'manifests', 'partitions', 'dependency_pins', 'receipts', 'approvals'];
+  const tables = ['releases', 'datasets', 'generations', 'transforms', 'release_log', 'dataset_log', 'manifests', 'partitions', 'dependency_pins',
+    'receipts', 'approvals', 'reconciliations', 'requests', 'throttle_leases', 'throttle_decisions'];
   const out: Record<string, number> = {};
   for (const t of tables) {
     const { rows } = await pool.query(`SELECT count(*)::int AS n FROM genfill.${t}`);

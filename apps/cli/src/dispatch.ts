@@ -3,6 +3,7 @@
 import { planAndDispatch, type Dispatcher, type PlanDispatchResult } from '@genfill/planner';
 import { asRedisUnavailable, connectRedis, warnIfEvicting, type Redis } from '@genfill/queue';
 import type { Context } from './context.ts';
+import { viaService } from './requests.ts';
 
 export class DispatchSession {
   #redis: Redis | undefined;
@@ -50,8 +51,10 @@ export async function bestEffort<T>(ctx: Context, what: string, fn: (d: Dispatch
   });
 }
 
-/** `genfill plan` as the plan verb and the demo run it. */
+/**
+ * `genfill plan` as the plan verb and the demo run it: here for a service login, otherwise as
+ * a request the planner service executes.
+ */
 export async function planWithDispatch(ctx: Context, release: string): Promise<PlanDispatchResult> {
-  const db = await ctx.db();
-  return withDispatch(ctx, (session) => planAndDispatch(db, release, () => session.connect()));
+  return viaService(ctx, { kind: 'plan', release }, (db) => withDispatch(ctx, (session) => planAndDispatch(db, release, () => session.connect())));
 }

@@ -12,6 +12,7 @@ import * as migrateCmd from './commands/migrate.ts';
 import * as planCmd from './commands/plan.ts';
 import * as plannerCmd from './commands/planner.ts';
 import * as reconcileCmd from './commands/reconcile.ts';
+import * as reconcilerCmd from './commands/reconciler.ts';
 import * as releaseCmd from './commands/release.ts';
 import * as repairCmd from './commands/repair.ts';
 import * as statusCmd from './commands/status.ts';
@@ -38,7 +39,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<ExitCode
       '\nExit codes: 0 ok, 1 internal error, 2 invalid input, 3 refused (a precondition or CAS lost), 4 reconciliation required.\n' +
         'Configuration comes from the environment: DATABASE_URL, REDIS_URL, GENFILL_* (see README).',
     );
-  for (const cmd of [migrateCmd, releaseCmd, planCmd, statusCmd, controlCmd, plannerCmd, datasetCmd, demoCmd, workerCmd, repairCmd, reconcileCmd, apiCmd]) cmd.register(program, run);
+  for (const cmd of [migrateCmd, releaseCmd, planCmd, statusCmd, controlCmd, plannerCmd, datasetCmd, demoCmd, workerCmd, repairCmd, reconcileCmd, reconcilerCmd, apiCmd]) cmd.register(program, run);
 
   try {
     await program.parseAsync(argv, { from: 'user' });

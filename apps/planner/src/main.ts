@@ -3,6 +3,7 @@
 //   node --import tsx apps/planner/src/main.ts [--interval <seconds>] [--once]
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { repairRequest } from '@genfill/builder';
 import { exitCodeOf, InvalidInputError, loadConfig } from '@genfill/contracts';
 import { createLogger } from '@genfill/observability';
 import { runPlannerService, stopOnSignals } from '@genfill/planner';
@@ -23,7 +24,7 @@ export async function start(argv: string[] = process.argv.slice(2), env: NodeJS.
     const controller = new AbortController();
     const unhook = stopOnSignals(controller, log);
     try {
-      await runPlannerService({ config, log, intervalSeconds, once: values.once, signal: controller.signal });
+      await runPlannerService({ config, log, intervalSeconds, once: values.once, signal: controller.signal, requestHandlers: { repair: repairRequest } });
     } finally {
       unhook();
     }

@@ -1,5 +1,5 @@
-// GET /releases, GET /releases/:id (the data of `genfill status --json`) and the operator
-// verbs POST /releases/:id/{pause,resume,cancel}. The verbs do what the CLI does — registry
+// GET /releases, GET /releases/:id (the data of `genfill status --json`), the operator verbs
+// POST /releases/:id/{pause,resume,cancel} and the approver's POST /releases/:id/approve. The verbs do what the CLI does — registry
 // first, then the BullMQ queue as a best-effort mirror — with the token's subject recorded
 // as the principal and `via: api` in the log detail.
 import express, { Router, type Request, type Response } from 'express';
@@ -8,7 +8,7 @@ import { InvalidInputError, releaseSchema, type Problem } from '@genfill/contrac
 import type { Logger } from '@genfill/observability';
 import { cancelRelease, mirrorPause, removeReleaseQueue, setOperatorPause, type Actor, type Dispatcher } from '@genfill/planner';
 import { asRedisUnavailable, redisAnswers, withDeadline } from '@genfill/queue';
-import { releaseList, releaseStatus, type Db } from '@genfill/registry';
+import { approveVerb, asPrincipal, releaseList, releaseStatus, type Db } from '@genfill/registry';
 import { requirePermission, requirePrincipal } from './auth.ts';
 import type { ReleaseQueues } from './queues.ts';
 
@@ -32,6 +32,9 @@ function idOf(req: Request): string {
   if (!parsed.success) throw new InvalidInputError(problems(parsed.error, 'id'));
   return parsed.data;
 }
+
+/** An approval names the reconciliation the approver reviewed (`genfill approve --reconciliation`). */
+const approveBody = z.strictObject({ reconciliation: z.union([z.number().int().positive(), z.string().regex(/^\d+$/)]).transform(String) });
 
 function bodyOf(req: Request): z.infer<typeof actionBody> {
   // A body that is not JSON would otherwise be read as "no reason given".
@@ -93,6 +96,17 @@ export function releaseRoutes(deps: ReleaseDeps): Router {
       res.json({ ...result, action: verb, principal: who.principal, queue: mirror.value, warning: mirror.warning });
     });
   }
+
+  router.post('/releases/:id/approve', requirePermission('approve'), json, async (req, res) => {
+    const id = idOf(req);
+    const parsed = approveBody.safeParse(req.body ?? {});
+    if (!parsed.success) throw new InvalidInputError(problems(parsed.error, 'body'));
+    const who = actor(res);
+    // genfill.approve refuses an id that is not the latest passing reconciliation, and the submitter.
+    const r = await asPrincipal(db, who.principal, (conn) => approveVerb(conn, { release: id, reconciliationId: parsed.data.reconciliation }));
+    log.info({ release: id, subject: who.principal, reconciliation: parsed.data.reconciliation, outcome: r.outcome }, 'approval via the API');
+    res.json({ release: id, outcome: r.outcome, principal: r.principal, reconciliationId: String(r.reconciliation_id), approvals: r.approvals, required: r.required, state: r.state });
+  });
 
   router.post('/releases/:id/cancel', operate, json, async (req, res) => {
     const id = idOf(req);

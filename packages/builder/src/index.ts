@@ -1,4 +1,4 @@
 export { buildPartition } from './build.ts';
 export { claimPartition, failPartition } from './claim.ts';
-export { partitionsFromFindings, repairRelease } from './repair.ts';
+export { partitionsFromFindings, repairRelease, repairRequest } from './repair.ts';
 export { startWorkerService } from './service.ts';

@@ -3,7 +3,7 @@
 // rebuild them, write a receipt superseding the previous one (history stays) — and the last
 // one moves the release back to BUILT, ready to be reconciled again.
 import { InvalidInputError, RefusedError } from '@genfill/contracts';
-import { casTransition, getRelease, RELEASE_ACTIONS, withTransaction, type Db } from '@genfill/registry';
+import { casTransition, getRelease, RELEASE_ACTIONS, withTransaction, type Db, type RequestOutcome, type RequestRow } from '@genfill/registry';
 import { buildPartition, type BuildResult } from './build.ts';
 
 /** Long enough that a worker's duplicate delivery waits instead of taking the partition. */
@@ -78,4 +78,10 @@ export function partitionsFromFindings(text: string, file: string): string[] {
   });
   if (problems.length > 0) throw new InvalidInputError(problems);
   return [...out];
+}
+
+/** `genfill repair` as a request a service executes (the planner's entry points wire it). */
+export async function repairRequest(db: Db, req: RequestRow): Promise<RequestOutcome> {
+  const args = req.args as { partitions?: string[]; reason?: string };
+  return { result: await repairRelease(db, { release: req.release, partitions: args.partitions ?? [], reason: args.reason }) };
 }

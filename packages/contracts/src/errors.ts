@@ -85,6 +85,20 @@ export class SchemaVersionError extends RefusedError {}
 /** A named thing (release, dataset, table) is not there. */
 export class NotFoundError extends RefusedError {}
 
+/**
+ * A request a service executed (plan, reconcile, repair) failed there: the same message and
+ * exit code as if it had failed here.
+ */
+export class RequestFailedError extends GenfillError {
+  constructor(
+    message: string,
+    readonly exitCode: ExitCode,
+    readonly request: string,
+  ) {
+    super(message);
+  }
+}
+
 /** Reconciliation found a difference. Exit 4. */
 export class ReconciliationRequiredError extends GenfillError {
   readonly exitCode = 4 as const;

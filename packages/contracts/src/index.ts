@@ -13,6 +13,7 @@ export {
   ReconciliationRequiredError,
   RedisUnavailableError,
   RefusedError,
+  RequestFailedError,
   ReleaseConflictError,
   SchemaVersionError,
   StaleLeaseError,

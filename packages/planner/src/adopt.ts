@@ -17,6 +17,7 @@ import {
   DATASET_ACTIONS,
   DATA_SCHEMA,
   findDataset,
+  isServiceLogin,
   generationTable,
   insertDataset,
   insertTransform,
@@ -220,6 +221,14 @@ export async function adoptDataset(db: Db, input: AdoptOptions): Promise<AdoptRe
     throw new InvalidInputError([{ path: '--transform', message: `cannot read ${o.transformFile}: ${(err as NodeJS.ErrnoException).code}` }]);
   }
   const transformDigest = sha256(transformSql);
+  // Adopt renames the user's table and writes the registry directly: an install step for the
+  // fleet's role, not a person's verb.
+  if (!(await isServiceLogin(db))) {
+    throw new RefusedError(
+      `adopt is an install step: run it as a login that owns ${o.table} and is a member of genfill_service ` +
+        '(README "Roles"); nothing was changed',
+    );
+  }
 
   // One adopt per dataset at a time, across all its steps.
   const lock = await db.connect();

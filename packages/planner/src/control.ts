@@ -1,9 +1,10 @@
-// Operator verbs: pause, resume, cancel. The registry is what workers obey (a claim checks the
+// Operator verbs: pause, resume, cancel — each one function in the database (migration 0006),
+// the only way a person changes a release. The registry is what workers obey (a claim checks the
 // pause flags and the state in its own transaction); the BullMQ queue only mirrors it, so the
 // Redis half of each verb is best effort and re-applied by the planner.
-import { canTransition, NotFoundError, OPEN_STATES, RefusedError, type ReleaseState } from '@genfill/contracts';
+import type { ReleaseState } from '@genfill/contracts';
 import { qualifiedQueueName, releaseQueue, syncQueuePause } from '@genfill/queue';
-import { casTransition, getRelease, RELEASE_ACTIONS, setPauseFlag, withTransaction, type Db } from '@genfill/registry';
+import { asPrincipal, cancelReleaseVerb, operatorPauseVerb, type Db } from '@genfill/registry';
 import type { Dispatcher } from './dispatch.ts';
 
 /**
@@ -25,34 +26,14 @@ export interface PauseResult {
 }
 
 /**
- * Set the operator flag. The UPDATE is fenced on the old value, so two operators racing
- * record one change, and the other learns it was a no-op.
+ * Set the operator flag through genfill.set_operator_pause: of two operators racing, one
+ * records the change and the other learns it was a no-op. The actor, when given, is recorded
+ * as the principal (the database honours it only for the API's and the fleet's logins).
  */
 export async function setOperatorPause(db: Db, id: string, paused: boolean, reason: string | null = null, actor?: Actor): Promise<PauseResult> {
-  return withTransaction(db, async (conn) => {
-    const verb = paused ? RELEASE_ACTIONS.pause : RELEASE_ACTIONS.resume;
-    const changedIn = await setPauseFlag(conn, {
-      release: id,
-      flag: 'operator_paused',
-      value: paused,
-      action: verb,
-      reason,
-      detail: { operatorPaused: paused, ...(actor && { via: actor.via }) },
-      principal: actor?.principal,
-    });
-    if (changedIn) return { release: id, state: changedIn, paused, changed: true };
-    const { rows } = await conn.query<{ state: ReleaseState; operator_paused: boolean }>(
-      'SELECT state, operator_paused FROM genfill.releases WHERE id = $1',
-      [id],
-    );
-    const now = rows[0];
-    if (!now) throw new NotFoundError(`release ${id} does not exist: check the id with \`genfill status\``);
-    if (!OPEN_STATES.includes(now.state)) {
-      throw new RefusedError(`release ${id} is ${now.state}: ${verb} applies only to open releases, nothing was changed`);
-    }
-    if (now.operator_paused === paused) return { release: id, state: now.state, paused, changed: false };
-    // The flag had the old value, yet the fenced UPDATE matched nothing: another writer won.
-    throw new RefusedError(`release ${id}: the ${verb} lost a race with another change of the flag; check \`genfill status ${id}\``);
+  return asPrincipal(db, actor?.principal, async (conn) => {
+    const r = await operatorPauseVerb(conn, { release: id, paused, reason, detail: actor ? { via: actor.via } : undefined });
+    return { release: id, state: r.state, paused, changed: r.changed };
   });
 }
 
@@ -62,31 +43,11 @@ export interface CancelResult {
   state: 'CANCELLED';
 }
 
-/** Any open state → CANCELLED by compare-and-swap; CANCELLED again or a closed state is refused. */
+/** Any open state → CANCELLED through genfill.cancel_release; CANCELLED again or a closed state is refused. */
 export async function cancelRelease(db: Db, id: string, reason: string | null = null, actor?: Actor): Promise<CancelResult> {
-  return withTransaction(db, async (conn) => {
-    const release = await getRelease(conn, id, { lock: 'FOR UPDATE' });
-    if (release.state === 'CANCELLED') throw new RefusedError(`release ${id} is already CANCELLED`);
-    if (!canTransition(release.state, 'CANCELLED')) {
-      throw new RefusedError(
-        `release ${id} is ${release.state}: only an open release can be cancelled` +
-          (release.state === 'ACTIVE' ? `; to undo a cutover use \`genfill rollback ${id}\`` : ''),
-      );
-    }
-    const { rows } = await conn.query<{ status: string; n: number }>(
-      'SELECT status, count(*)::int AS n FROM genfill.partitions WHERE release = $1 GROUP BY status ORDER BY status',
-      [id],
-    );
-    await casTransition(conn, {
-      release: id,
-      from: release.state,
-      to: 'CANCELLED',
-      action: RELEASE_ACTIONS.cancel,
-      reason: reason ?? undefined,
-      detail: { partitions: Object.fromEntries(rows.map((r) => [r.status, r.n])), ...(actor && { via: actor.via }) },
-      principal: actor?.principal,
-    });
-    return { release: id, from: release.state, state: 'CANCELLED' as const };
+  return asPrincipal(db, actor?.principal, async (conn) => {
+    const from = await cancelReleaseVerb(conn, { release: id, reason, detail: actor ? { via: actor.via } : undefined });
+    return { release: id, from, state: 'CANCELLED' as const };
   });
 }
 

@@ -10,5 +10,5 @@ export {
   type Rates,
   releaseProgress,
 } from './progress.ts';
-export { type RoundResult, runPlannerService, stopOnSignals } from './service.ts';
+export { plannerRequestHandlers, type RoundResult, runPlannerService, stopOnSignals } from './service.ts';
 export { submitRelease, validateRelease } from './submit.ts';

@@ -2,12 +2,13 @@
 // only those in GENFILL_RELEASE), do what `genfill plan` does after the manifest — move it to
 // BUILDING, enqueue its unfinished partitions, re-apply the operator's queue pause. It is the
 // reason a Redis that lost every key, or a job BullMQ gave up on, heals without an operator.
-import { setTimeout as sleep } from 'node:timers/promises';
+// It also executes the people's `plan` (and, wired by its entry point, `repair`) requests: between rounds
+// it looks for one every second, and runs it with the requester as the principal.
 import type { Config, ReleaseState } from '@genfill/contracts';
 import { createMetricsRegistry, plannerMetrics, serveMetrics, type Logger, type MetricsServer, type PlannerMetrics, type Registry } from '@genfill/observability';
 import { createServiceRedis, redisAnswers, warnIfEvicting, withDeadline, type Redis } from '@genfill/queue';
-import { assertSchemaCurrent, createPool, type Db } from '@genfill/registry';
-import { dispatchRelease, startBuilding, type Dispatcher } from './dispatch.ts';
+import { assertSchemaCurrent, createPool, serveRequests, waitServingRequests, type Db, type RequestHandlers } from '@genfill/registry';
+import { dispatchRelease, planAndDispatch, startBuilding, type Dispatcher } from './dispatch.ts';
 
 export interface ReleaseRound {
   release: string;
@@ -99,6 +100,18 @@ export interface PlannerServiceOptions {
   db?: Db;
   /** The process's metrics registry (made here when omitted); served on GENFILL_METRICS_PORT when set. */
   registry?: Registry;
+  /**
+   * More requests this service executes besides `plan`: the entry point wires `repair` from
+   * @genfill/builder (which the planner package does not depend on).
+   */
+  requestHandlers?: RequestHandlers;
+}
+
+/** What the planner executes for a person: `genfill plan` as a request. */
+export function plannerRequestHandlers(dispatcher: Dispatcher): RequestHandlers {
+  return {
+    plan: async (db, req) => ({ result: await planAndDispatch(db, req.release, () => Promise.resolve(dispatcher)) }),
+  };
 }
 
 export interface PlannerServiceResult {
@@ -126,12 +139,16 @@ export async function runPlannerService(opts: PlannerServiceOptions): Promise<Pl
       { intervalSeconds: opts.intervalSeconds, prefix: config.GENFILL_QUEUE_PREFIX, releases: config.GENFILL_RELEASE ?? 'all open', metricsPort: metricsServer?.port ?? null },
       'planner started',
     );
+    const handlers = { ...plannerRequestHandlers(dispatcher), ...opts.requestHandlers };
+    const worker = `planner:${process.pid}`;
+    const serve = () => serveRequests(db, { handlers, worker, log, signal: opts.signal }).catch((err) => log.error({ err }, 'serving requests failed; trying again'));
     while (!opts.signal?.aborted) {
+      await serve();
       out.last = await planningRound(db, dispatcher, { log, only: config.GENFILL_RELEASE, deadlineMs, metrics });
       out.rounds += 1;
       if (opts.once || opts.signal?.aborted) break;
       try {
-        await sleep(intervalMs, undefined, { signal: opts.signal });
+        await waitServingRequests(serve, intervalMs, opts.signal);
       } catch {
         break; // aborted while waiting: no round is in progress
       }

@@ -1,4 +1,11 @@
-export { approveRelease, type ApproveResult } from './approve.ts';
-export { describeFinding } from './findings.ts';
+export { approveRelease, type ApproveResult, latestReconciliation } from './approve.ts';
+export { defaultFindingsPath, exportFindings, FindingsExportError } from './export.ts';
+export { describeFinding, type Finding, type FindingRow, findingLine } from './findings.ts';
 export { reconcile, type ReconcileResult } from './reconcile.ts';
-export { startReconcilerService } from './service.ts';
+export {
+  type ReconcilerRunResult,
+  type RoundResult as ReconcilerRoundResult,
+  runReconcilerService,
+  startReconcilerService,
+} from './service.ts';
+export { partitionsOfReconciliation, type ReconciliationPartitions, storedFindings } from './stored.ts';

@@ -1,23 +1,123 @@
-// `genfill reconciler`: every interval, reconcile each release that is BUILT (once per
+// The reconciler service: every interval, reconcile each release that is BUILT (once per
 // round, one at a time: a reconciliation already reads with two connections). A release
 // that fails moves to RECONCILIATION_REQUIRED and is not picked again until a repair
 // rebuilds it to BUILT; one that passes moves to RECONCILED. Errors are logged, never fatal.
-import { RefusedError } from '@genfill/contracts';
-import type { Logger } from '@genfill/observability';
-import type { Db } from '@genfill/registry';
+// Its findings are stored with the verdict in the registry, so nothing is written on the
+// machine it runs on: `genfill reconcile … --findings-out` or `genfill repair --reconciliation`
+// reach them from anywhere.
+//
+// Between rounds it executes the people's reconcile requests (migration 0006) within a second.
+// runReconcilerService is the foreground loop `genfill reconciler` runs, shaped like the
+// planner's runPlannerService (once, an abort signal that stops it after the reconciliation in
+// progress, a metrics port); startReconcilerService is the same round on a timer, for callers
+// that embed it.
+import { RefusedError, type Config } from '@genfill/contracts';
+import { createMetricsRegistry, serveMetrics, type Logger, type MetricsServer, type Registry } from '@genfill/observability';
+import { assertSchemaCurrent, createPool, serveRequests, waitServingRequests, type Db, type RequestHandlers } from '@genfill/registry';
 import { reconcile, type ReconcileOptions, type ReconcileResult } from './reconcile.ts';
+
+/** Options of every reconciliation the service runs (no findingsOut: one file for every release makes no sense). */
+export type ServiceReconcileOptions = Omit<ReconcileOptions, 'log' | 'findingsOut'>;
+
+export interface RoundResult {
+  at: string;
+  reconciled: ReconcileResult[];
+  failed: { release: string; error: string }[];
+}
+
+async function builtReleases(db: Db): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(`SELECT id FROM genfill.releases WHERE state = 'BUILT' ORDER BY state_changed_at, id`);
+  return rows.map((r) => r.id);
+}
+
+/** One round: every BUILT release, one after the other; `stop()` true ends it between two. */
+export async function reconcilingRound(db: Db, log: Logger, opts: { reconcile?: ServiceReconcileOptions; stop?: () => boolean } = {}): Promise<RoundResult> {
+  const out: RoundResult = { at: new Date().toISOString(), reconciled: [], failed: [] };
+  for (const release of await builtReleases(db)) {
+    if (opts.stop?.()) break;
+    try {
+      const r = await reconcile(db, release, { ...opts.reconcile, log });
+      out.reconciled.push(r);
+      log.info({ release, reconciliation: r.id, state: r.state, findings: r.findings.count, path: r.findings.path }, 'release reconciled');
+    } catch (err) {
+      // A lost race (the release moved meanwhile) is normal; the next round looks again.
+      const level = err instanceof RefusedError ? 'info' : 'error';
+      log[level]({ release, err: (err as Error).message }, 'reconciliation did not complete');
+      out.failed.push({ release, error: (err as Error).message });
+    }
+  }
+  return out;
+}
+
+/**
+ * What the reconciler executes for a person: `genfill reconcile` as a request. The findings
+ * go to the registry only; the requesting CLI exports them on its own machine.
+ */
+export function reconcilerRequestHandlers(options: ServiceReconcileOptions = {}): RequestHandlers {
+  const { findingsDir: _none, ...rest } = options;
+  return { reconcile: async (db, req) => ({ result: await reconcile(db, req.release, rest) }) };
+}
+
+export interface ReconcilerRunOptions {
+  config: Config;
+  log: Logger;
+  intervalSeconds: number;
+  /** One round, then return (tests, cron). */
+  once?: boolean;
+  /** Aborting stops the service after the reconciliation in progress. */
+  signal?: AbortSignal;
+  /** A registry pool to use (the CLI's); otherwise the service makes and closes its own. */
+  db?: Db;
+  /** The process's metrics registry (made here when omitted); served on GENFILL_METRICS_PORT when set. */
+  registry?: Registry;
+  reconcile?: ServiceReconcileOptions;
+}
+
+export interface ReconcilerRunResult {
+  rounds: number;
+  last: RoundResult | null;
+}
+
+export async function runReconcilerService(opts: ReconcilerRunOptions): Promise<ReconcilerRunResult> {
+  const { config, log } = opts;
+  // A reconciliation reads on two connections side by side; one more for the round's own queries.
+  const db = opts.db ?? createPool(config, 'genfill-reconciler', 3);
+  let metricsServer: MetricsServer | undefined;
+  const out: ReconcilerRunResult = { rounds: 0, last: null };
+  try {
+    await assertSchemaCurrent(db);
+    const registry = opts.registry ?? createMetricsRegistry('reconciler');
+    if (config.GENFILL_METRICS_PORT !== undefined) metricsServer = await serveMetrics(registry, { port: config.GENFILL_METRICS_PORT });
+    const intervalMs = Math.max(1, opts.intervalSeconds * 1000);
+    log.info({ intervalSeconds: opts.intervalSeconds, metricsPort: metricsServer?.port ?? null }, 'reconciler started');
+    const handlers = reconcilerRequestHandlers(opts.reconcile);
+    const worker = `reconciler:${process.pid}`;
+    const serve = () => serveRequests(db, { handlers, worker, log, signal: opts.signal }).catch((err) => log.error({ err }, 'serving requests failed; trying again'));
+    while (!opts.signal?.aborted) {
+      await serve();
+      out.last = await reconcilingRound(db, log, { reconcile: opts.reconcile, stop: () => opts.signal?.aborted ?? false });
+      out.rounds += 1;
+      if (opts.once || opts.signal?.aborted) break;
+      try {
+        await waitServingRequests(serve, intervalMs, opts.signal);
+      } catch {
+        break; // aborted while waiting: no reconciliation is in progress
+      }
+    }
+    log.info({ rounds: out.rounds }, 'reconciler stopped');
+    return out;
+  } finally {
+    await metricsServer?.close();
+    if (!opts.db) await db.end();
+  }
+}
 
 export interface ReconcilerServiceOptions {
   db: Db;
   log: Logger;
   intervalMs: number;
   /** Passed to every reconciliation (findingsDir, connections, …). */
-  reconcile?: Omit<ReconcileOptions, 'log' | 'findingsOut'>;
-}
-
-export interface RoundResult {
-  reconciled: ReconcileResult[];
-  failed: { release: string; error: string }[];
+  reconcile?: ServiceReconcileOptions;
 }
 
 export interface ReconcilerService {
@@ -26,38 +126,15 @@ export interface ReconcilerService {
   close(): Promise<void>;
 }
 
-async function builtReleases(db: Db): Promise<string[]> {
-  const { rows } = await db.query<{ id: string }>(`SELECT id FROM genfill.releases WHERE state = 'BUILT' ORDER BY state_changed_at, id`);
-  return rows.map((r) => r.id);
-}
-
 export function startReconcilerService(o: ReconcilerServiceOptions): ReconcilerService {
   const log = o.log.child({ service: 'reconciler' });
   let closing = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<RoundResult> | undefined;
 
-  const round = async (): Promise<RoundResult> => {
-    const out: RoundResult = { reconciled: [], failed: [] };
-    for (const release of await builtReleases(o.db)) {
-      if (closing) break;
-      try {
-        const r = await reconcile(o.db, release, { ...o.reconcile, log });
-        out.reconciled.push(r);
-        log.info({ release, reconciliation: r.id, state: r.state, findings: r.findings.count, path: r.findings.path }, 'release reconciled');
-      } catch (err) {
-        // A lost race (the release moved meanwhile) is normal; the next round looks again.
-        const level = err instanceof RefusedError ? 'info' : 'error';
-        log[level]({ release, err: (err as Error).message }, 'reconciliation did not complete');
-        out.failed.push({ release, error: (err as Error).message });
-      }
-    }
-    return out;
-  };
-
   const runOnce = (): Promise<RoundResult> => {
     // One round at a time: the timer and a caller never reconcile the same release twice at once.
-    running ??= round().finally(() => (running = undefined));
+    running ??= reconcilingRound(o.db, log, { reconcile: o.reconcile, stop: () => closing }).finally(() => (running = undefined));
     return running;
   };
 

@@ -50,3 +50,18 @@ export async function withTransaction<T>(
     conn.release(broken);
   }
 }
+
+/**
+ * A small pool like `db` whose sessions record `principal` (genfill.principal), for a service
+ * executing a person's request: every registry write it makes names the requester. The
+ * database honours the setting only for members of genfill_service or genfill_api.
+ */
+export function poolAs(db: Db, principal: string, max = 2): Db {
+  const pool = new pg.Pool({ ...db.options, max });
+  // pg runs a client's queries in order, so this runs before the first query of its user.
+  pool.on('connect', (client) => {
+    client.query(`SELECT set_config('genfill.principal', $1, false)`, [principal]).catch(() => undefined);
+  });
+  pool.on('error', () => undefined);
+  return pool;
+}

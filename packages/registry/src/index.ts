@@ -9,7 +9,7 @@ export {
   type TransformRange,
   upsertCandidateGeneration,
 } from './datasets.ts';
-export { type Conn, createPool, type Db, withTransaction } from './db.ts';
+export { type Conn, createPool, type Db, poolAs, withTransaction } from './db.ts';
 export { contentHash, rootAgg, rowHashExpr } from './hashing.ts';
 export {
   addGeneration,
@@ -45,4 +45,20 @@ export {
   releaseStatus,
   type ThrottleDecisionSummary,
 } from './status.ts';
-export { casTransition, markBuiltIfComplete, setPauseFlag } from './transitions.ts';
+export { casTransition, markBuiltIfComplete, setThrottlePause } from './transitions.ts';
+export { asPrincipal, approveVerb, type ApproveRow, cancelReleaseVerb, operatorPauseVerb, submitReleaseVerb, verbError } from './verbs.ts';
+export {
+  claimRequest,
+  executeRequest,
+  finishRequest,
+  getRequest,
+  isServiceLogin,
+  type RequestHandlers,
+  type RequestKind,
+  type RequestOutcome,
+  type RequestRow,
+  type StoredError,
+  serveRequests,
+  submitRequest,
+  waitServingRequests,
+} from './requests.ts';

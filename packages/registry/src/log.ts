@@ -1,7 +1,9 @@
 // The registry's two append-only logs and the names of what they record. Every log row is
 // written by one of the two functions here, and every reader that counts a kind of row
 // (the throttle's error rate counts failed partitions) names it by the same constant: an
-// action string is a contract between writer and reader, so it lives in one place.
+// action string is a contract between writer and reader, so it lives in one place. Who acted
+// is never an argument: a trigger (migration 0006) fills the principal from session_user or
+// the delegated genfill.principal (see asPrincipal in verbs.ts).
 import type { ReleaseState } from '@genfill/contracts';
 import type { Conn } from './db.ts';
 
@@ -42,11 +44,6 @@ export interface LogEntry {
   to?: ReleaseState | null;
   reason?: string | null;
   detail?: unknown;
-  /**
-   * Who acted, when it is not the connected login: the API connects as its service login and
-   * names the token's subject here. Omitted, the column default (session_user) records it.
-   */
-  principal?: string | null;
 }
 
 function json(detail: unknown): string | null {
@@ -55,9 +52,8 @@ function json(detail: unknown): string | null {
 
 export async function logAction(conn: Conn, e: LogEntry): Promise<void> {
   await conn.query(
-    `INSERT INTO genfill.release_log (release, action, from_state, to_state, reason, detail, principal)
-     VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::text, session_user))`,
-    [e.release, e.action, e.from ?? null, e.to ?? null, e.reason ?? null, json(e.detail), e.principal ?? null],
+    `INSERT INTO genfill.release_log (release, action, from_state, to_state, reason, detail) VALUES ($1, $2, $3, $4, $5, $6)`,
+    [e.release, e.action, e.from ?? null, e.to ?? null, e.reason ?? null, json(e.detail)],
   );
 }
 

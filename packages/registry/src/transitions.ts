@@ -1,7 +1,9 @@
-// The one writer of release state and pause flags. A state move is a compare-and-swap
-// (`WHERE state = $from`) against the transition table in @genfill/contracts, with its log
+// The fleet's one writer of release state and of the throttle's pause flag. A state move is a
+// compare-and-swap (`WHERE state = $from`) against the transition table in @genfill/contracts
+// (which the database holds too, and enforces with a trigger for every writer), with its log
 // row in the same transaction; a flag change is a CAS on the flag's old value, logged the
-// same way. Zero rows is a lost race, reported — never treated as success.
+// same way. Zero rows is a lost race, reported — never treated as success. A person's moves
+// (submit, pause, resume, cancel, approve) are verb functions in the database: verbs.ts.
 import { CasConflictError, canTransition, OPEN_STATES, type ReleaseState } from '@genfill/contracts';
 import type { Conn } from './db.ts';
 import { logAction, RELEASE_ACTIONS, type ReleaseAction } from './log.ts';
@@ -13,7 +15,6 @@ export interface Transition {
   action: ReleaseAction;
   reason?: string | null;
   detail?: unknown;
-  principal?: string | null;
 }
 
 /**
@@ -32,7 +33,7 @@ async function applyTransition(conn: Conn, t: Transition, condition = ''): Promi
     [t.release, t.from, t.to],
   );
   if (res.rowCount !== 1) return false;
-  await logAction(conn, { release: t.release, action: t.action, from: t.from, to: t.to, reason: t.reason ?? null, detail: t.detail, principal: t.principal });
+  await logAction(conn, { release: t.release, action: t.action, from: t.from, to: t.to, reason: t.reason ?? null, detail: t.detail });
   return true;
 }
 
@@ -60,32 +61,25 @@ export async function markBuiltIfComplete(conn: Conn, release: string, detail: u
   return applyTransition(conn, { release, from: 'BUILDING', to: 'BUILT', action: RELEASE_ACTIONS.built, detail }, MANIFEST_COMPLETE);
 }
 
-export type PauseFlag = 'operator_paused' | 'throttle_paused';
-
-export interface FlagChange {
+export interface ThrottlePauseChange {
   release: string;
-  flag: PauseFlag;
-  value: boolean;
-  action: ReleaseAction;
-  reason?: string | null;
-  detail?: unknown;
-  principal?: string | null;
+  paused: boolean;
+  reason: string;
+  detail: unknown;
 }
 
 /**
- * Set a pause flag of an open release, fenced on its old value: of two writers racing, one
- * records the change and the other learns it was a no-op. Returns the release's state when
- * this call changed the flag, null when nothing was written (already set, closed, or absent).
+ * The throttle controller's pause flag of an open release, fenced on its old value: of two
+ * writers racing, one records the change and the other learns it was a no-op. True when this
+ * call changed it. The operator's flag is a person's verb (genfill.set_operator_pause).
  */
-export async function setPauseFlag(conn: Conn, c: FlagChange): Promise<ReleaseState | null> {
-  // The column name comes from the PauseFlag union, never from input.
-  const res = await conn.query<{ state: ReleaseState }>(
-    `UPDATE genfill.releases SET ${c.flag} = $2
-      WHERE id = $1 AND ${c.flag} = $3 AND state = ANY($4::text[])
-      RETURNING state`,
-    [c.release, c.value, !c.value, OPEN_STATES],
+export async function setThrottlePause(conn: Conn, c: ThrottlePauseChange): Promise<boolean> {
+  const res = await conn.query(
+    `UPDATE genfill.releases SET throttle_paused = $2 WHERE id = $1 AND throttle_paused = $3 AND state = ANY($4::text[])`,
+    [c.release, c.paused, !c.paused, OPEN_STATES],
   );
-  if (res.rowCount !== 1) return null;
-  await logAction(conn, { release: c.release, action: c.action, reason: c.reason ?? null, detail: c.detail, principal: c.principal });
-  return res.rows[0]!.state;
+  if (res.rowCount !== 1) return false;
+  const action = c.paused ? RELEASE_ACTIONS.throttlePause : RELEASE_ACTIONS.throttleResume;
+  await logAction(conn, { release: c.release, action, reason: c.reason, detail: c.detail });
+  return true;
 }

@@ -1,7 +1,7 @@
 // The controller's registry queries. A takeover bumps the release's fencing token; a decision
 // is written only while the writer's token is the row's token, in one transaction that also
 // moves `throttle_paused` — never `operator_paused`, which belongs to people.
-import { RELEASE_ACTIONS, setPauseFlag, withTransaction, type Db } from '@genfill/registry';
+import { setThrottlePause, withTransaction, type Db } from '@genfill/registry';
 import type { Budget, Decision, Knobs } from './aimd.ts';
 import type { Reading } from './signals.ts';
 
@@ -142,15 +142,12 @@ export async function recordDecision(
         d.binding, d.ratio, d.action, d.concurrency, d.rowsPerSecond, q.liveWorkers, q.workerRowsPerSecond, d.paused,
       ],
     );
-    const pauseChanged =
-      (await setPauseFlag(conn, {
-        release: q.release,
-        flag: 'throttle_paused',
-        value: d.paused,
-        action: d.paused ? RELEASE_ACTIONS.throttlePause : RELEASE_ACTIONS.throttleResume,
-        reason: `${d.binding} at ${d.ratio === null ? '—' : d.ratio.toFixed(2)}× budget`,
-        detail: { token: q.token, holder: q.holder, decision: Number(ins.rows[0]!.id) },
-      })) !== null;
+    const pauseChanged = await setThrottlePause(conn, {
+      release: q.release,
+      paused: d.paused,
+      reason: `${d.binding} at ${d.ratio === null ? '—' : d.ratio.toFixed(2)}× budget`,
+      detail: { token: q.token, holder: q.holder, decision: Number(ins.rows[0]!.id) },
+    });
     return { kind: 'recorded', id: Number(ins.rows[0]!.id), pauseChanged };
   });
 }

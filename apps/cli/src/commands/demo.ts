@@ -8,7 +8,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { ReconciliationRequiredError, RefusedError } from '@genfill/contracts';
 import { adoptDataset, submitRelease, type PlanResult } from '@genfill/planner';
 import { createPool, migrate, receiptSummary, type Db, type ReceiptSummary } from '@genfill/registry';
-import { approveRelease, reconcile, type ApproveResult, type ReconcileResult } from '@genfill/reconcile';
+import { approveRelease, type ApproveResult, latestReconciliation, reconcile, type ReconcileResult } from '@genfill/reconcile';
 import type { Context } from '../context.ts';
 import { planWithDispatch } from '../dispatch.ts';
 import { buildWithWorkers, type DemoBuild } from '../demo/build.ts';
@@ -73,7 +73,9 @@ async function approveAsSecondRole(ctx: Context, db: Db): Promise<ApproveResult>
   url.password = '';
   const approver = createPool({ ...ctx.config, DATABASE_URL: url.toString() }, 'genfill-demo-approver', 1);
   try {
-    return await approveRelease(approver, RELEASE);
+    // The approver reviews the latest reconciliation and approves exactly that one.
+    const latest = await latestReconciliation(approver, RELEASE);
+    return await approveRelease(approver, RELEASE, latest?.id ?? null);
   } catch (err) {
     if ((err as { code?: string }).code === '28000' || (err as { code?: string }).code === '28P01') {
       throw new RefusedError(`the demo could not log in as ${DEMO_APPROVER} to approve (${(err as Error).message}): allow it in pg_hba.conf or approve with \`genfill approve ${RELEASE}\` as another role`);
@@ -212,7 +214,10 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
           say(`[7/8] reconcile ${took('reconcile')}`);
           say(describeReconciliation(reconciliation).replace(/^/gm, '      '));
           if (reconciliation.state !== 'RECONCILED') {
-            throw new ReconciliationRequiredError(`${RELEASE} is RECONCILIATION_REQUIRED: findings in ${reconciliation.findings.path}`);
+            throw new ReconciliationRequiredError(
+              `${RELEASE} is RECONCILIATION_REQUIRED: ${reconciliation.findings.count} findings stored under reconciliation #${reconciliation.id}` +
+                `${reconciliation.findings.path ? `, exported to ${reconciliation.findings.path}` : ''}`,
+            );
           }
         } else {
           say(`[7/8] reconcile: ${RELEASE} is ${before} already`);

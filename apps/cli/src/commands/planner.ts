@@ -1,5 +1,6 @@
 // `genfill planner`: the planner service in the foreground (apps/planner runs the same loop).
 import { InvalidArgumentError, type Command } from 'commander';
+import { repairRequest } from '@genfill/builder';
 import { createLogger } from '@genfill/observability';
 import { runPlannerService, stopOnSignals, type RoundResult } from '@genfill/planner';
 import type { Context } from '../context.ts';
@@ -50,6 +51,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
             once: opts.once ?? false,
             signal: controller.signal,
             db,
+            requestHandlers: { repair: repairRequest },
           });
           if (!opts.once || !result.last) return;
           if (opts.json) return json(ctx.io, result.last);

@@ -1,10 +1,11 @@
 // `genfill reconcile <release>` and `genfill approve <release>`: prove or refuse a built
 // candidate, and approve a proved one as the connected principal.
 import type { Command } from 'commander';
-import { ReconciliationRequiredError } from '@genfill/contracts';
-import { approveRelease, describeFinding, reconcile, type ApproveResult, type ReconcileResult } from '@genfill/reconcile';
+import { InvalidInputError, ReconciliationRequiredError } from '@genfill/contracts';
+import { approveRelease, defaultFindingsPath, describeFinding, exportFindings, latestReconciliation, reconcile, type ApproveResult, type ReconcileResult } from '@genfill/reconcile';
 import type { Context } from '../context.ts';
 import { json } from '../io.ts';
+import { viaService } from '../requests.ts';
 
 type Run = (fn: (ctx: Context) => Promise<void>) => Promise<void>;
 
@@ -36,9 +37,11 @@ export function describeReconciliation(r: ReconcileResult): string {
     lines.push(`  bisection   ${rr.bisectedPartitions} partition${rr.bisectedPartitions === 1 ? '' : 's'}, ${count(rr.bisection)} rows read (${(rr.bisectionRatio * 100).toFixed(2)}% of a full join's ${count(rr.fullJoin)})`);
   }
   const byKind = Object.entries(r.findings.byKind).map(([k, n]) => `${k} ${count(n)}`);
-  lines.push(`  findings    ${count(r.findings.count)}${byKind.length ? ` (${byKind.join(', ')})` : ''} → ${r.findings.path}`);
+  // The findings are stored under the reconciliation id; the path is their NDJSON export, when one was written.
+  const where = r.findings.path ?? `the stored findings of reconciliation #${r.id}`;
+  lines.push(`  findings    ${count(r.findings.count)}${byKind.length ? ` (${byKind.join(', ')})` : ''}${r.findings.path ? ` → ${r.findings.path}` : ''}`);
   for (const f of r.findings.first) lines.push(`    ${describeFinding(f)}`);
-  if (r.findings.count > r.findings.first.length) lines.push(`    … ${count(r.findings.count - r.findings.first.length)} more in ${r.findings.path}`);
+  if (r.findings.count > r.findings.first.length) lines.push(`    … ${count(r.findings.count - r.findings.first.length)} more in ${where}`);
   return lines.join('\n');
 }
 
@@ -58,19 +61,30 @@ export function register(program: Command, run: Run): void {
     .command('reconcile <release>')
     .description(
       'prove or refuse a BUILT (or RECONCILED) candidate in one snapshot: manifest closure, receipts, roots, dual compute, conserved sums, ' +
-        'old vs new generation; exit 0 RECONCILED, 4 RECONCILIATION_REQUIRED with every mismatched key in an NDJSON file, 3 in any other state',
+        'old vs new generation; exit 0 RECONCILED, 4 RECONCILIATION_REQUIRED with every mismatched key stored in the registry ' +
+        'under the reconciliation id (and exported to an NDJSON file), 3 in any other state',
     )
     .option('--json', 'print the result as JSON')
-    .option('--findings-out <file>', 'where the NDJSON findings go (default ./reconcile-<release>-<id>.ndjson)')
+    .option(
+      '--findings-out <file>',
+      'export the stored findings to this NDJSON file, even when there are none (default: ./reconcile-<release>-<id>.ndjson when there are findings)',
+    )
     .action((release: string, opts: { json?: boolean; findingsOut?: string }) =>
       run(async (ctx) => {
-        const result = await reconcile(await ctx.db(), release, { findingsOut: opts.findingsOut });
+        const target = opts.findingsOut !== undefined ? { findingsOut: opts.findingsOut } : { findingsDir: process.cwd() };
+        const result = await viaService(ctx, { kind: 'reconcile', release }, (db) => reconcile(db, release, target));
+        // Run by the reconciler service, the findings are in the registry only: export them here.
+        if (result.findings.path === null && (opts.findingsOut !== undefined || result.findings.count > 0)) {
+          const file = opts.findingsOut ?? defaultFindingsPath(process.cwd(), release, result.id);
+          result.findings.path = (await exportFindings(await ctx.db(), result.id, file)).path;
+        }
         if (opts.json) json(ctx.io, result);
         else ctx.io.out(describeReconciliation(result));
         if (result.state === 'RECONCILIATION_REQUIRED') {
           throw new ReconciliationRequiredError(
-            `${release} is RECONCILIATION_REQUIRED: ${result.findings.count} finding(s) in ${result.findings.path}; ` +
-              `rebuild the named partitions with \`genfill repair ${release} --findings ${result.findings.path}\`, then reconcile again`,
+            `${release} is RECONCILIATION_REQUIRED: ${result.findings.count} finding(s) stored under reconciliation #${result.id}` +
+              `${result.findings.path ? ` (exported to ${result.findings.path})` : ''}; ` +
+              `rebuild the named partitions with \`genfill repair ${release} --reconciliation ${result.id}\`, then reconcile again`,
           );
         }
       }),
@@ -79,13 +93,25 @@ export function register(program: Command, run: Run): void {
   program
     .command('approve <release>')
     .description(
-      'approve the latest reconciliation of a RECONCILED release as your login (never the submitter); ' +
-        'at the required count of distinct approvers the release becomes APPROVED',
+      'approve a reconciliation of a RECONCILED release as your login (never the submitter): the one you name with --reconciliation, ' +
+        'or the latest, which is printed first; refused (exit 3) unless it is the latest and it passed. ' +
+        'At the required count of distinct approvers the release becomes APPROVED',
     )
+    .option('--reconciliation <id>', 'the reconciliation you reviewed (default: the latest, printed before approving)')
     .option('--json', 'print the result as JSON')
-    .action((release: string, opts: { json?: boolean }) =>
+    .action((release: string, opts: { reconciliation?: string; json?: boolean }) =>
       run(async (ctx) => {
-        const result = await approveRelease(await ctx.db(), release);
+        const db = await ctx.db();
+        let id = opts.reconciliation ?? null;
+        if (id !== null && !/^\d+$/.test(id)) throw new InvalidInputError([{ path: '--reconciliation', message: `${id} is not a reconciliation id (a number)` }]);
+        if (id === null) {
+          const latest = await latestReconciliation(db, release);
+          if (latest) {
+            id = latest.id;
+            if (!opts.json) ctx.io.out(`latest reconciliation of ${release}: #${latest.id}, ${latest.state}, ${latest.findings} findings, at ${latest.at.toISOString()}`);
+          }
+        }
+        const result = await approveRelease(db, release, id);
         if (opts.json) return json(ctx.io, result);
         ctx.io.out(describeApproval(result));
       }),

@@ -1,0 +1,104 @@
+// A person's state change is a verb function in the database (migration 0006): SECURITY
+// DEFINER, search_path pinned, EXECUTE granted to the role that may use it. These are their
+// callers, and the one mapping of what the functions raise onto named errors (exit 3, with
+// the function's own message, which says what to do next).
+import { NotFoundError, RangeOverlapError, RefusedError, ReleaseConflictError, type ReleaseSpec, type ReleaseState } from '@genfill/contracts';
+import { withTransaction, type Conn, type Db } from './db.ts';
+
+interface PgError {
+  code?: string;
+  message: string;
+  detail?: string;
+  hint?: string;
+}
+
+/** The verb functions' refusals as named errors; anything else unchanged. */
+export function verbError(err: unknown, context: { release?: string; digest?: string } = {}): unknown {
+  const e = err as PgError;
+  switch (e?.code) {
+    case 'GFN01':
+      return new NotFoundError(e.message, { cause: err });
+    case 'GFR01':
+      return new RefusedError(e.message, { cause: err });
+    case 'GFC01':
+      return new ReleaseConflictError(context.release ?? '?', e.detail ?? '?', context.digest ?? '?');
+    case 'GFO01':
+      return new RangeOverlapError(context.release ?? '?', e.detail ?? '?', e.hint ?? '');
+    case '23P01':
+      return new RangeOverlapError(context.release ?? '?', '(a concurrent submission)', '');
+    case '42501':
+      return new RefusedError(
+        `your login may not do this (${e.message}): operators need the genfill_operator role, approvers genfill_approver ` +
+          '(README "Roles"); people change the registry only through genfill verbs',
+        { cause: err },
+      );
+    default:
+      return err;
+  }
+}
+
+async function call<T>(conn: Conn | Db, text: string, values: unknown[], context: Parameters<typeof verbError>[1] = {}): Promise<T[]> {
+  try {
+    return (await conn.query(text, values)).rows as T[];
+  } catch (err) {
+    throw verbError(err, context);
+  }
+}
+
+/**
+ * Run `fn` in a transaction whose registry writes record `principal` (the API's token
+ * subject, or the requester a service executes for). The database honours it only for a
+ * login in genfill_api or genfill_service; for anyone else session_user stands.
+ */
+export async function asPrincipal<T>(db: Db, principal: string | null | undefined, fn: (conn: Conn) => Promise<T>): Promise<T> {
+  return withTransaction(db, async (conn) => {
+    if (principal) await conn.query(`SELECT set_config('genfill.principal', $1, true)`, [principal]);
+    return fn(conn);
+  });
+}
+
+export async function submitReleaseVerb(conn: Conn | Db, r: { spec: ReleaseSpec; digest: string; transformSql: string }): Promise<'submitted' | 'unchanged'> {
+  const rows = await call<{ status: 'submitted' | 'unchanged' }>(
+    conn,
+    'SELECT genfill.submit_release($1, $2, $3) AS status',
+    [JSON.stringify(r.spec), r.digest, r.transformSql],
+    { release: r.spec.release, digest: r.digest },
+  );
+  return rows[0]!.status;
+}
+
+export async function operatorPauseVerb(
+  conn: Conn | Db,
+  q: { release: string; paused: boolean; reason: string | null; detail?: unknown },
+): Promise<{ state: ReleaseState; changed: boolean }> {
+  const rows = await call<{ state: ReleaseState; changed: boolean }>(conn, 'SELECT * FROM genfill.set_operator_pause($1, $2, $3, $4)', [
+    q.release,
+    q.paused,
+    q.reason,
+    q.detail === undefined ? null : JSON.stringify(q.detail),
+  ]);
+  return rows[0]!;
+}
+
+export async function cancelReleaseVerb(conn: Conn | Db, q: { release: string; reason: string | null; detail?: unknown }): Promise<ReleaseState> {
+  const rows = await call<{ from: ReleaseState }>(conn, 'SELECT genfill.cancel_release($1, $2, $3) AS "from"', [
+    q.release,
+    q.reason,
+    q.detail === undefined ? null : JSON.stringify(q.detail),
+  ]);
+  return rows[0]!.from;
+}
+
+export interface ApproveRow {
+  outcome: 'approved' | 'recorded' | 'already-approved';
+  reconciliation_id: string;
+  approvals: number;
+  required: number;
+  state: ReleaseState;
+  principal: string;
+}
+
+export async function approveVerb(conn: Conn | Db, q: { release: string; reconciliationId: string | null }): Promise<ApproveRow> {
+  const rows = await call<ApproveRow>(conn, 'SELECT * FROM genfill.approve($1, $2)', [q.release, q.reconciliationId]);
+  return rows[0]!;
+}

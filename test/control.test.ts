@@ -153,6 +153,9 @@ describe('cancel and status --watch', () => {
     const { rows } = await db.pool.query('SELECT state FROM genfill.releases WHERE id = $1', [RELEASE]);
     expect(rows[0].state).toBe('CANCELLED');
     expect(await lastLog()).toEqual({ action: 'cancel', from_state: 'BUILDING', to_state: 'CANCELLED', principal: 'postgres', reason: 'superseded by orders-g1@2' });
+    // No other open release fills its generation: the cancel abandoned it.
+    const gen = await db.pool.query(`SELECT state FROM genfill.generations WHERE dataset = 'orders_new' AND generation = 'g1'`);
+    expect(gen.rows).toEqual([{ state: 'ABANDONED' }]);
   });
 
   it('refuses to cancel again (exit 3), and refuses to plan or pause a cancelled release', async () => {

@@ -18,7 +18,8 @@ const children = new Set<ChildProcess>();
 
 function worker(...args: string[]): ChildProcess {
   const child = spawn(process.execPath, [BIN, 'worker', '--no-throttle', '--lock-duration', '1500', ...args], {
-    env: { ...process.env, ...env },
+    // A short idle-in-transaction limit, so the stalled-worker test need not wait 30 s.
+    env: { ...process.env, ...env, GENFILL_IDLE_IN_TRANSACTION_TIMEOUT: '2s' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   child.stderr!.on('data', () => undefined);
@@ -209,5 +210,38 @@ describe('genfill worker', { timeout: 150_000 }, () => {
     await assertBuiltOnce('retry@1', 'orders_retry');
     const epochs = await one(`SELECT min(enqueue_epoch)::int AS e FROM genfill.partitions WHERE release = 'retry@1'`);
     expect(epochs.e).toBe(1);
+  });
+
+  it('a worker stopped right after taking the release row lock stalls nothing: pause returns within seconds, its late commit writes nothing', async () => {
+    await release('stall@1', 'orders_stall', 2);
+    expect((await cli('plan', 'stall@1')).code).toBe(0);
+    // Hold the commit inside genfill.commit_partition (release row locked, partition fenced)
+    // long enough to SIGSTOP the worker there; its session is then idle in a transaction.
+    await db.pool.query(`CREATE FUNCTION public.slow_receipt() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1.5); RETURN NEW; END $$;
+      CREATE TRIGGER slow_receipt BEFORE INSERT ON genfill.receipts FOR EACH ROW WHEN (NEW.release = 'stall@1') EXECUTE FUNCTION public.slow_receipt()`);
+    const w = worker('--lock-duration', '60000');
+    try {
+      const backend = await waitFor('the worker inside its commit', async () =>
+        (await db.pool.query(`SELECT pid FROM pg_stat_activity WHERE application_name = 'genfill-worker' AND state = 'active' AND query LIKE '%commit_partition%'`)).rows[0],
+      );
+      w.kill('SIGSTOP');
+      const stalled = await one(`SELECT id, attempt FROM genfill.partitions WHERE release = 'stall@1' AND status = 'RUNNING' ORDER BY id LIMIT 1`);
+      const started = Date.now();
+      const pause = await cli('pause', 'stall@1');
+      const waited = Date.now() - started;
+      expect(pause.code).toBe(0);
+      // idle_in_transaction_session_timeout (2 s here; 30 s by default) ended the stalled
+      // session and its lock; without it pause waits for TCP keepalive (hours).
+      expect(waited).toBeLessThan(30_000);
+      expect((await one('SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1', [backend.pid])).n).toBe(0);
+      w.kill('SIGCONT');
+      const late = await one(`SELECT count(*)::int AS n FROM genfill.receipts WHERE release = 'stall@1' AND partition = $1 AND attempt = $2`, [stalled.id, stalled.attempt]);
+      expect(late.n).toBe(0);
+    } finally {
+      w.kill('SIGCONT');
+      w.kill('SIGTERM');
+      await exited(w);
+      await db.pool.query('DROP TRIGGER slow_receipt ON genfill.receipts; DROP FUNCTION public.slow_receipt()');
+    }
   });
 });

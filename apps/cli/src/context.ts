@@ -13,15 +13,19 @@ export class Context {
     return this.#config;
   }
 
-  /** The registry pool, without the schema check (for `migrate`). */
-  rawDb(): Db {
-    this.#db ??= createPool(this.config, 'genfill-cli');
+  /**
+   * The registry pool, without the schema check (for `migrate`). The first call decides its
+   * shape: a service verb (worker, planner) asks for a `fleet` pool with lock and
+   * idle-in-transaction timeouts.
+   */
+  rawDb(opts: { fleet?: boolean; name?: string; max?: number } = {}): Db {
+    this.#db ??= createPool(this.config, opts.name ?? 'genfill-cli', opts.max ?? 4, { fleet: opts.fleet });
     return this.#db;
   }
 
   /** The registry pool after checking the schema is exactly the version this code knows. */
-  async db(): Promise<Db> {
-    const db = this.rawDb();
+  async db(opts: { fleet?: boolean; name?: string; max?: number } = {}): Promise<Db> {
+    const db = this.rawDb(opts);
     await assertSchemaCurrent(db);
     return db;
   }

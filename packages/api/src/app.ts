@@ -1,7 +1,9 @@
 // The express application: unauthenticated probes first (/healthz, /metrics, /login), then
-// every other route behind a token or a login session.
+// every other route behind a token or a login session, whose state changes must come from
+// this API's own origin (same-origin.ts).
 import cookieParser from 'cookie-parser';
 import express, { type Express } from 'express';
+import type { Config } from '@genfill/contracts';
 import type { Logger, Registry } from '@genfill/observability';
 import type { Dispatcher } from '@genfill/planner';
 import type { Redis } from '@genfill/queue';
@@ -14,6 +16,7 @@ import { loginRoutes } from './login.ts';
 import { httpMetrics } from './metrics.ts';
 import type { ReleaseQueues } from './queues.ts';
 import { releaseRoutes } from './releases.ts';
+import { requireSameOriginForCookies } from './same-origin.ts';
 
 export interface AppDeps {
   db: Db;
@@ -24,6 +27,8 @@ export interface AppDeps {
   queues: ReleaseQueues;
   registry: Registry;
   log: Logger;
+  /** express's `trust proxy` (GENFILL_API_TRUST_PROXY); unset trusts no proxy. */
+  trustProxy?: Config['GENFILL_API_TRUST_PROXY'];
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -31,6 +36,9 @@ export function createApp(deps: AppDeps): Express {
   const dispatcher: Dispatcher = { redis, prefix: deps.prefix };
   const app = express();
   app.disable('x-powered-by');
+  // req.protocol, req.secure (the cookie's Secure flag), req.host (the own origin) and req.ip
+  // read X-Forwarded-* only from a proxy trusted here.
+  if (deps.trustProxy !== undefined) app.set('trust proxy', deps.trustProxy);
   app.use(httpMetrics(registry));
 
   app.get('/healthz', healthz({ db, redis }));
@@ -44,6 +52,7 @@ export function createApp(deps: AppDeps): Express {
   app.use(cookieParser());
   app.use(loginRoutes(deps));
   app.use(authenticate(deps.tokens, deps.sessions));
+  app.use(requireSameOriginForCookies(log));
   app.use(releaseRoutes({ db, dispatcher, queues: deps.queues, log }));
   app.use(boardRoutes({ db, queues: deps.queues, log }));
   app.use(notFound);

@@ -1,7 +1,8 @@
 // A browser cannot send a bearer token to Bull Board, so it logs in once with the token:
 // GET /login is a form, POST /login checks the token and sets an HttpOnly, SameSite=Strict
-// session cookie (no other site can make the browser send it, which is the CSRF defence for
-// the board's PUTs), then redirects to the board. The cookie then works like the token.
+// session cookie, then redirects to the board. The cookie then works like the token. SameSite
+// does not stop a sibling subdomain (same site, other origin), so the CSRF defence of the
+// board's PUTs and the JSON verbs is the origin check of same-origin.ts.
 import express, { Router, type Response } from 'express';
 import { z } from 'zod';
 import type { Logger } from '@genfill/observability';
@@ -50,7 +51,8 @@ export function loginRoutes(deps: { tokens: TokenTable; sessions: SessionStore; 
     res.cookie(SESSION_COOKIE, sid, {
       httpOnly: true,
       sameSite: 'strict',
-      // Secure whenever the request came over TLS (set `trust proxy` behind a TLS proxy).
+      // Secure whenever the request came over TLS; behind a TLS proxy, that is
+      // X-Forwarded-Proto: https from a proxy GENFILL_API_TRUST_PROXY trusts.
       secure: req.secure,
       path: '/',
       maxAge: sessions.ttlMs,

@@ -59,7 +59,7 @@ export async function startApi(o: ApiServerOptions): Promise<ApiServer> {
     const registry = createMetricsRegistry('api');
     queues = new ReleaseQueues(db, redis, config.GENFILL_QUEUE_PREFIX, log);
     registerQueueGauges(registry, { db, redis, queues, log });
-    const app = createApp({ db, redis, prefix: config.GENFILL_QUEUE_PREFIX, tokens, sessions: new SessionStore(), queues, registry, log });
+    const app = createApp({ db, redis, prefix: config.GENFILL_QUEUE_PREFIX, tokens, sessions: new SessionStore(), queues, registry, log, trustProxy: config.GENFILL_API_TRUST_PROXY });
 
     const s = createServer(app);
     server = s;
@@ -71,7 +71,7 @@ export async function startApi(o: ApiServerOptions): Promise<ApiServer> {
     if (config.GENFILL_METRICS_PORT !== undefined) metricsServer = await serveMetrics(registry, { port: config.GENFILL_METRICS_PORT });
     const port = (s.address() as AddressInfo).port;
     if (tokens.size === 0) log.warn('GENFILL_API_TOKENS is not set: every route but /healthz, /metrics and /login answers 401');
-    log.info({ port, prefix: config.GENFILL_QUEUE_PREFIX, tokens: tokens.size, metricsPort: metricsServer?.port ?? null }, 'api listening');
+    log.info({ port, prefix: config.GENFILL_QUEUE_PREFIX, tokens: tokens.size, trustProxy: config.GENFILL_API_TRUST_PROXY ?? false, metricsPort: metricsServer?.port ?? null }, 'api listening');
     return { port, url: `http://127.0.0.1:${port}`, registry, close };
   } catch (err) {
     await close();

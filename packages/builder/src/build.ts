@@ -2,8 +2,8 @@
 // status, committed only while the worker's attempt is still the partition's token. The
 // receipt that completes the manifest moves the release to BUILDING → BUILT in the same
 // transaction. A fenced or failed build writes nothing.
-import { PartitionFailedError, RefusedError, StaleLeaseError } from '@genfill/contracts';
-import { dataColumns, dependencyPins, getRelease, getTransformSql, markBuiltIfComplete, relationColumns, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
+import { PartitionFailedError, StaleLeaseError } from '@genfill/contracts';
+import { commitPartition, dataColumns, dependencyPins, getRelease, getTransformSql, relationColumns, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
 import { buildStatement, deleteRangeStatement, type BuildStatementInput, type DependencyColumns } from './statement.ts';
 
 export interface BuildResult {
@@ -101,7 +101,7 @@ export async function currentReceipt(conn: Conn, release: string, partition: str
 
 export async function buildPartition(
   db: Db,
-  q: { release: string; partition: string; attempt: number; claimMs?: number; repair?: boolean },
+  q: { release: string; partition: string; attempt: number; claimMs?: number },
 ): Promise<BuildResult> {
   const started = performance.now();
   const timings: Record<string, number> = { claim: q.claimMs ?? 0 };
@@ -110,19 +110,21 @@ export async function buildPartition(
   return withTransaction(db, async (conn) => {
     let t = performance.now();
     const plan = await releasePlan(db, conn, q.release);
-    const { rows: parts } = await conn.query<{ lower: Date; upper: Date; attempt: number; status: string }>(
-      'SELECT lower, upper, attempt, status FROM genfill.partitions WHERE release = $1 AND id = $2',
+    const { rows: parts } = await conn.query<{ lower: Date; upper: Date; attempt: number; status: string; repair_pending: boolean }>(
+      'SELECT lower, upper, attempt, status, repair_pending FROM genfill.partitions WHERE release = $1 AND id = $2',
       [q.release, q.partition],
     );
     const part = parts[0];
     if (!part || part.attempt !== q.attempt || part.status !== 'RUNNING') throw new StaleLeaseError(q.release, q.partition, q.attempt);
+    // A repair is recorded on the partition, so whoever claims it rebuilds it in repair mode.
+    const repair = part.repair_pending;
     const { release, pins, deps, base } = plan;
     const spec = release.spec;
     const input = { ...base, lower: part.lower, upper: part.upper };
     const statement = buildStatement(input, deps, 'fast');
     // A repair replaces exactly this partition's rows; the superseded receipt stays.
-    const superseded = q.repair ? await currentReceipt(conn, q.release, q.partition) : null;
-    if (q.repair) timings.deleted = (await conn.query(deleteRangeStatement(input))).rowCount ?? 0;
+    const superseded = repair ? await currentReceipt(conn, q.release, q.partition) : null;
+    if (repair) timings.deleted = (await conn.query(deleteRangeStatement(input))).rowCount ?? 0;
     lap('prepare', t);
 
     t = performance.now();
@@ -171,39 +173,37 @@ export async function buildPartition(
       );
     }
 
-    t = performance.now();
-    // The release row first, then the partition row: the order claims take them in.
-    const { rows: rel } = await conn.query<{ state: string }>('SELECT state FROM genfill.releases WHERE id = $1 FOR NO KEY UPDATE', [q.release]);
-    if (rel[0]?.state !== 'BUILDING') throw new RefusedError(`release ${q.release} is ${rel[0]?.state}, no longer BUILDING: partition ${q.partition} wrote nothing`);
-    const fenced = await conn.query(
-      `UPDATE genfill.partitions SET status = 'BUILT', lease_expires_at = NULL, reason = NULL, evidence = NULL, updated_at = now()
-        WHERE release = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING'`,
-      [q.release, q.partition, q.attempt],
-    );
-    if (fenced.rowCount !== 1) throw new StaleLeaseError(q.release, q.partition, q.attempt);
-
     const conserved = Object.fromEntries(spec.reconcile.conserved.map((c) => [c, { source: r[`src_${c}`], candidate: r[`out_${c}`] }]));
     const dependencyHashes = Object.fromEntries(pins.map((p) => [p.relation, { rows: p.row_count, hash: p.content_hash }]));
-    lap('fence', t);
     timings.total = Math.round((performance.now() - started + (q.claimMs ?? 0)) * 10) / 10;
-    const { rows: receipt } = await conn.query<{ id: string }>(
-      `INSERT INTO genfill.receipts (release, partition, kind, attempt, release_digest, transform_digest, watermark,
-         dependency_hashes, rows_in, rows_out, conserved_sums, key_root, row_root, timings, supersedes)
-       VALUES ($1, $2, $3, $4, $5, $6, $7::pg_snapshot, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id`,
-      [
-        q.release, q.partition, q.repair ? 'repair' : 'build', q.attempt, release.digest, release.transform_digest, r.watermark,
-        JSON.stringify(dependencyHashes), r.rows_in, r.rows_out, JSON.stringify(conserved), r.key_root, r.row_root, JSON.stringify(timings),
-        superseded,
-      ],
-    );
-    const releaseBuilt = await markBuiltIfComplete(conn, q.release, { lastPartition: q.partition, receipt: receipt[0]!.id });
+    // Fence, receipt and completion in one statement, as late as possible: the release row
+    // lock is held for one round trip (a stalled worker cannot hold it across several).
+    t = performance.now();
+    const committed = await commitPartition(conn, {
+      release: q.release,
+      partition: q.partition,
+      attempt: q.attempt,
+      kind: repair ? 'repair' : 'build',
+      releaseDigest: release.digest,
+      transformDigest: release.transform_digest,
+      watermark: String(r.watermark),
+      dependencyHashes,
+      rowsIn: String(r.rows_in),
+      rowsOut: String(r.rows_out),
+      conserved,
+      keyRoot: String(r.key_root),
+      rowRoot: String(r.row_root),
+      timings,
+      supersedes: superseded,
+    });
+    lap('fence', t);
     return {
-      receiptId: receipt[0]!.id,
+      receiptId: committed.receiptId,
       rowsIn: Number(r.rows_in),
       rowsOut: Number(r.rows_out),
       inserted: Number(r.inserted),
       watermark: String(r.watermark),
-      releaseBuilt,
+      releaseBuilt: committed.releaseBuilt,
       timings,
     };
   });

@@ -89,3 +89,27 @@ export async function releaseLease(db: Db, q: { release: string; partition: stri
     [q.release, q.partition, q.attempt],
   );
 }
+
+/** Push the lease out by `leaseMs`, fenced by the attempt; false once the partition moved on. */
+export async function renewLease(db: Db, q: { release: string; partition: string; attempt: number; leaseMs: number }): Promise<boolean> {
+  const res = await db.query(
+    `UPDATE genfill.partitions SET lease_expires_at = clock_timestamp() + $4 * interval '1 millisecond'
+      WHERE release = $1 AND id = $2 AND attempt = $3 AND status = 'RUNNING'`,
+    [q.release, q.partition, q.attempt, q.leaseMs],
+  );
+  return res.rowCount === 1;
+}
+
+/**
+ * Run `fn` (a build) while renewing the partition's registry lease every third of it, as
+ * BullMQ renews the job's lock: a long build keeps its partition, and a holder that dies
+ * stops renewing, so another claimer takes the partition one lease period later.
+ */
+export async function whileLeased<T>(db: Db, q: { release: string; partition: string; attempt: number; leaseMs: number }, fn: () => Promise<T>): Promise<T> {
+  const timer = setInterval(() => void renewLease(db, q).catch(() => undefined), Math.max(250, Math.floor(q.leaseMs / 3)));
+  try {
+    return await fn();
+  } finally {
+    clearInterval(timer);
+  }
+}

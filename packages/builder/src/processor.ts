@@ -7,7 +7,7 @@ import type { Logger, WorkerMetrics } from '@genfill/observability';
 import { buildJobSchema } from '@genfill/queue';
 import type { Db } from '@genfill/registry';
 import { buildPartition } from './build.ts';
-import { claimPartition, failPartition, releaseLease } from './claim.ts';
+import { claimPartition, failPartition, releaseLease, whileLeased } from './claim.ts';
 
 export interface ProcessorOptions {
   db: Db;
@@ -51,7 +51,7 @@ export function createProcessor(o: ProcessorOptions) {
     const attempt = claim.attempt;
     const plog = log.child({ attempt });
     try {
-      const res = await buildPartition(o.db, { release, partition, attempt, claimMs });
+      const res = await whileLeased(o.db, { release, partition, attempt, leaseMs: o.leaseMs }, () => buildPartition(o.db, { release, partition, attempt, claimMs }));
       plog.info({ rows: res.rowsOut, timings: res.timings, releaseBuilt: res.releaseBuilt }, 'partition built');
       o.metrics?.attempt(release, 'built');
       o.metrics?.built(release, res.rowsOut, (performance.now() - started) / 1000);

@@ -9,7 +9,7 @@
 // REPEATABLE READ snapshot taken before they committed cannot. One statement gives the same
 // single-snapshot read the invariant asks for, and the rest of the transaction runs in READ
 // COMMITTED.
-import { quoteIdent, quoteQualified, type Query } from '@genfill/contracts';
+import { quoteIdent, quoteQualified, wallClockBounds, type Query } from '@genfill/contracts';
 import { qualifiedGenerationTable, rootAgg, rowHashExpr } from '@genfill/registry';
 
 export interface BuildStatementInput {
@@ -38,9 +38,20 @@ export interface DependencyColumns {
   columns: string[];
 }
 
-function timeBound(type: string, param: string, tzParam: string): string {
-  // A zone-less time column is interpreted in the release's frozen timezone.
-  return type === 'timestamp with time zone' ? `${param}::timestamptz` : `(${param}::timestamptz AT TIME ZONE ${tzParam})`;
+function timeBound(type: string, param: string): string {
+  return type === 'timestamp with time zone' ? `${param}::timestamptz` : `${param}::timestamp`;
+}
+
+/**
+ * The partition's bounds as the time column compares them: instants for timestamptz; for a
+ * zone-less column (timestamp, date) the wall clocks of the release's frozen timezone,
+ * computed by Temporal like the grid. Never `AT TIME ZONE` in SQL: PostgreSQL reads some zone
+ * names (CET, EET, …) as fixed abbreviations, which would shift a summer partition by an hour.
+ */
+function boundValues(input: Pick<BuildStatementInput, 'timeType' | 'timezone' | 'lower' | 'upper'>): [Date | string, Date | string] {
+  if (input.timeType === 'timestamp with time zone') return [input.lower, input.upper];
+  const wall = wallClockBounds(input.lower, input.upper, input.timezone);
+  return [wall.lower, wall.upper];
 }
 
 /**
@@ -87,7 +98,7 @@ ins AS (
 WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
 ${depCtes.map((d) => `${d},\n`).join('')}source AS NOT MATERIALIZED (
   SELECT * FROM ${quoteQualified(input.sourceTable)}
-   WHERE ${time} >= ${timeBound(input.timeType, '$1', '$3')} AND ${time} < ${timeBound(input.timeType, '$2', '$3')}
+   WHERE ${time} >= ${timeBound(input.timeType, '$1')} AND ${time} < ${timeBound(input.timeType, '$2')}
 ),
 ${body}
 SELECT (SELECT s FROM snap)::text AS watermark, $3::text AS timezone,
@@ -100,7 +111,7 @@ SELECT (SELECT s FROM snap)::text AS watermark, $3::text AS timezone,
        (SELECT ${rootAgg(rowHashExpr(input.columns, 'o'))} FROM ${written} AS o)::text AS row_root${deps
          .map((_, i) => `,\n       (SELECT n FROM dep_${i})::text AS dep_n_${i}, (SELECT h FROM dep_${i})::text AS dep_h_${i}`)
          .join('')}${sums.map((x) => `,\n       ${x}`).join('')}`;
-  return { text, values: [input.lower, input.upper, input.timezone, input.generation] };
+  return { text, values: [...boundValues(input), input.timezone, input.generation] };
 }
 
 /** A repair first deletes the candidate's rows of the partition's range (tombstones too). */
@@ -108,7 +119,7 @@ export function deleteRangeStatement(input: Pick<BuildStatementInput, 'dataset' 
   const time = quoteIdent(input.time);
   return {
     text: `DELETE FROM ${qualifiedGenerationTable(input.dataset, input.generation)}
-            WHERE ${time} >= ${timeBound(input.timeType, '$1', '$3')} AND ${time} < ${timeBound(input.timeType, '$2', '$3')}`,
-    values: input.timeType === 'timestamp with time zone' ? [input.lower, input.upper] : [input.lower, input.upper, input.timezone],
+            WHERE ${time} >= ${timeBound(input.timeType, '$1')} AND ${time} < ${timeBound(input.timeType, '$2')}`,
+    values: boundValues(input),
   };
 }

@@ -6,6 +6,7 @@ import { PartitionFailedError, StaleLeaseError } from '@genfill/contracts';
 import { planRelease, submitRelease } from '@genfill/planner';
 import { casTransition, createPool, migrate, withTransaction } from '@genfill/registry';
 import { buildPartition, claimPartition, failPartition } from '../src/index.ts';
+import { releaseLease, renewLease, whileLeased } from '../src/claim.ts';
 import { createTestDatabase, keepOnFailure } from '../../../test/support/db.ts';
 import { createExampleSchema, firstGenerationRelease, workspace, writeRelease } from '../../../test/support/fixtures.ts';
 
@@ -94,8 +95,24 @@ describe('claim and build', () => {
     await expect(buildPartition(db, { release: 'three-days@1', partition: 'b-20250703T000000Z', attempt: 1 })).rejects.toBeInstanceOf(StaleLeaseError);
   });
 
+  it('keeps a lease while its build runs: renewed past its first expiry, so a second claimer waits instead of taking over', async () => {
+    // worker-b gives its lease back (a retryable failure), worker-c claims with a 600 ms lease.
+    await releaseLease(db, { release: 'three-days@1', partition: 'b-20250703T000000Z', attempt: 2 });
+    const held = (await claim('three-days@1', 'b-20250703T000000Z', 'worker-c', 600)) as { attempt: number };
+    expect(held.attempt).toBe(3);
+    const expiry = async () => (await db.query(`SELECT lease_expires_at AS t FROM genfill.partitions WHERE release = 'three-days@1' AND id = 'b-20250703T000000Z'`)).rows[0].t as Date;
+    const first = await expiry();
+    const lease = { release: 'three-days@1', partition: 'b-20250703T000000Z', attempt: held.attempt, leaseMs: 600 };
+    await whileLeased(db, lease, async () => {
+      // The "build": it outlives the first lease; the renewal keeps pushing the expiry out.
+      while ((await expiry()).getTime() <= first.getTime() + 300) await new Promise((r) => setTimeout(r, 50));
+      expect(await claim('three-days@1', 'b-20250703T000000Z', 'worker-d')).toMatchObject({ kind: 'refused', reason: 'leased' });
+    });
+    expect(await renewLease(db, { ...lease, attempt: held.attempt - 1 })).toBe(false);
+  });
+
   it('moves the release to BUILT with the receipt that completes the manifest, and puts a row at `to` nowhere', async () => {
-    const res = await buildPartition(db, { release: 'three-days@1', partition: 'b-20250703T000000Z', attempt: 2 });
+    const res = await buildPartition(db, { release: 'three-days@1', partition: 'b-20250703T000000Z', attempt: 3 });
     expect(res.releaseBuilt).toBe(true);
     const st = (await db.query(`SELECT state FROM genfill.releases WHERE id = 'three-days@1'`)).rows[0].state;
     expect(st).toBe('BUILT');
@@ -130,7 +147,8 @@ describe('a crash between the rows and the receipt', () => {
   it('leaves neither: the backend killed after inserting, before its receipt, committed nothing', async () => {
     await building('crash@1', { from: '2025-07-01T00:00:00Z', to: '2025-07-02T00:00:00Z', dataset: 'orders_crash' });
     const c = (await claim('crash@1', 'b-20250701T000000Z')) as { attempt: number };
-    // Hold the release row so the build stops right after its statement wrote the rows.
+    // Hold the release row so the build stops right after its statement wrote the rows: its
+    // commit (genfill.commit_partition) waits for the row lock before the fence and receipt.
     const holder = new pg.Client({ connectionString: tdb.url });
     await holder.connect();
     await holder.query('BEGIN');
@@ -140,7 +158,7 @@ describe('a crash between the rows and the receipt', () => {
     const pid = await (async () => {
       for (;;) {
         const { rows } = await db.query(
-          `SELECT pid FROM pg_stat_activity WHERE application_name = 'crash-victim' AND wait_event_type = 'Lock' AND query LIKE '%FOR NO KEY UPDATE%'`,
+          `SELECT pid FROM pg_stat_activity WHERE application_name = 'crash-victim' AND wait_event_type = 'Lock' AND query LIKE '%commit_partition%'`,
         );
         if (rows[0]) return rows[0].pid as number;
         await new Promise((r) => setTimeout(r, 20));

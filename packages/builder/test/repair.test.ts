@@ -73,6 +73,36 @@ describe('repair', () => {
     ]);
   });
 
+  it('a repair that dies strands nothing: the next claimer rebuilds the partition in repair mode with one superseding receipt', async () => {
+    await db.query(`UPDATE ${CAND} SET tax_cents = tax_cents + 1 WHERE order_id = 300`);
+    expect(await diff()).toBe(2); // the changed row is missing in one direction and extra in the other
+    await withTransaction(db, (c) => casTransition(c, { release: R, from: 'BUILT', to: 'RECONCILIATION_REQUIRED', action: 'reconcile' }));
+    const P = 'b-20250702T000000Z';
+    // What repairRelease records first, by hand: the release back to BUILDING, the partition
+    // marked for repair and claimed by the repair — which then dies: its 1 ms lease runs out.
+    await withTransaction(db, async (c) => {
+      await casTransition(c, { release: R, from: 'RECONCILIATION_REQUIRED', to: 'BUILDING', action: 'repair', reason: 'dies' });
+      await c.query(`UPDATE genfill.partitions SET status = 'PENDING', repair_pending = true WHERE release = $1 AND id = $2`, [R, P]);
+    });
+    const dead = await claimPartition(db, { release: R, partition: P, worker: 'repair:dead', leaseMs: 1 });
+    expect(dead.kind).toBe('claimed');
+    await new Promise((r) => setTimeout(r, 20));
+    // A worker's delivery of the re-enqueued job: an ordinary claim and build.
+    const w = await claimPartition(db, { release: R, partition: P, worker: 'worker-2', leaseMs: 60_000 });
+    expect(w).toEqual({ kind: 'claimed', attempt: (dead as { attempt: number }).attempt + 1 });
+    const built = await buildPartition(db, { release: R, partition: P, attempt: (w as { attempt: number }).attempt });
+    expect(built.releaseBuilt).toBe(true);
+    expect(await diff()).toBe(0);
+    const receipts = (await db.query(`SELECT kind, supersedes IS NOT NULL AS sup FROM genfill.receipts WHERE release = $1 AND partition = $2 ORDER BY id`, [R, P])).rows;
+    expect(receipts).toEqual([
+      { kind: 'build', sup: false },
+      { kind: 'repair', sup: true },
+    ]);
+    expect((await db.query(`SELECT status, repair_pending FROM genfill.partitions WHERE release = $1 AND id = $2`, [R, P])).rows[0]).toEqual({ status: 'BUILT', repair_pending: false });
+    // The dead repair's late commit is fenced: its attempt is stale.
+    await expect(buildPartition(db, { release: R, partition: P, attempt: (dead as { attempt: number }).attempt })).rejects.toThrow(/attempt|BUILDING/);
+  });
+
   it('reads the partitions to repair from a findings file and names bad lines', () => {
     const text = ['{"partition":"b-1","key":{"order_id":1},"kind":"missing"}', '{"partition":"b-2","kind":"extra"}', '{"partition":"b-1","kind":"value"}', '{"partition":null,"kind":"coverage"}', ''].join('\n');
     expect(partitionsFromFindings(text, 'f.ndjson').sort()).toEqual(['b-1', 'b-2']);

@@ -1,5 +1,6 @@
 // Configuration comes only from the environment, parsed once at start. A malformed value is
 // a ConfigError naming the variable — never a silent default.
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { ConfigError, type Problem } from './errors.ts';
 
@@ -40,6 +41,46 @@ export const configSchema = z.object({
     .default('{genfill}'),
   GENFILL_RELEASE: list(z.string().min(1)).optional(),
   GENFILL_STATEMENT_TIMEOUT: pgDuration.optional(),
+/** The names proxy-addr (express's `trust proxy`) expands to subnets. */
+const PROXY_RANGES = ['loopback', 'linklocal', 'uniquelocal'];
+
+/** An address, `address/prefix` or (IPv4) `address/netmask`, as proxy-addr accepts them. */
+function isProxySubnet(v: string): boolean {
+  if (PROXY_RANGES.includes(v)) return true;
+  const slash = v.lastIndexOf('/');
+  const kind = isIP(slash === -1 ? v : v.slice(0, slash));
+  if (kind === 0) return false;
+  if (slash === -1) return true;
+  const range = v.slice(slash + 1);
+  if (/^\d+$/.test(range)) return Number(range) >= 1 && Number(range) <= (kind === 4 ? 32 : 128);
+  if (kind !== 4 || isIP(range) !== 4) return false;
+  // A netmask: ones then zeros, not all zeros.
+  const mask = range.split('.').reduce((n, octet) => n * 256 + Number(octet), 0);
+  const hostBits = 2 ** 32 - 1 - mask;
+  return mask !== 0 && (hostBits & (hostBits + 1)) === 0;
+}
+
+/**
+ * express's `trust proxy` setting: `true` (every hop — only when the proxy overwrites the
+ * X-Forwarded-* headers), `false`, a number of hops, or the proxies' addresses and subnets.
+ * Parsed here so a typo is a ConfigError naming the variable, not a TypeError from express.
+ */
+const trustProxy = z
+  .string()
+  .trim()
+  .transform((v, ctx): boolean | number | string[] => {
+    if (v === 'true' || v === 'false') return v === 'true';
+    if (/^\d+$/.test(v)) return Number(v);
+    const subnets = v.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+    const bad = subnets.filter((s) => !isProxySubnet(s));
+    if (subnets.length > 0 && bad.length === 0) return subnets;
+    ctx.addIssue({
+      code: 'custom',
+      message: `must be true, false, a number of proxy hops, or a comma-separated list of proxy addresses and subnets (loopback, linklocal, uniquelocal, 10.0.0.0/8, …); not ${bad.join(', ') || v}`,
+    });
+    return z.NEVER;
+  });
+
   GENFILL_LOCK_TIMEOUT: pgDuration.optional(),
   GENFILL_METRICS_PORT: port.optional(),
   GENFILL_API_PORT: port.default(3000),
@@ -51,9 +92,11 @@ export const configSchema = z.object({
   GENFILL_FOREGROUND_QUERY: z.string().min(1).optional(),
   GENFILL_MAX_PENDING_EVENTS: z.coerce.number().int().positive().default(1_000_000),
   GENFILL_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  GENFILL_IDLE_IN_TRANSACTION_TIMEOUT: pgDuration.optional(),
 });
 
 export type Config = z.infer<typeof configSchema>;
+  GENFILL_API_TRUST_PROXY: trustProxy.optional(),
 export type ApiToken = NonNullable<Config['GENFILL_API_TOKENS']>[number];
 
 /** Parse the environment. Empty strings count as unset, as a shell's `VAR=` means. */

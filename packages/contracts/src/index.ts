@@ -22,3 +22,4 @@ export { computeGrid, coverageProof, type CoverageProof, type GridPartition } fr
 export { type LoadedRelease, loadRelease, releaseSchema, type ReleaseSpec, sha256 } from './release.ts';
 export { type Query, quoteIdent, quoteQualified } from './sql.ts';
 export { canTransition, OPEN_STATES, RELEASE_STATES, type ReleaseState, TRANSITIONS } from './states.ts';
+export { ambiguousZoneProblem, wallClockBounds, type WallClockBounds } from './zone.ts';

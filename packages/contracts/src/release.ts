@@ -8,7 +8,8 @@ import { Temporal } from 'temporal-polyfill';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { InvalidInputError, type Problem } from './errors.ts';
-import { checkTimezone, computeGrid, parseEvery, parseInstant, type GridPartition } from './grid.ts';
+import { computeGrid, parseEvery, parseInstant, type GridPartition } from './grid.ts';
+import { checkRegionZone } from './zone.ts';
 
 const ident = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be a plain SQL identifier (letters, digits, _)');
 const qualified = z
@@ -126,7 +127,7 @@ function checkSemantics(spec: ReleaseSpec): { problems: Problem[]; spec: Release
   const from = attempt(() => parseInstant(spec.range.from, 'range.from'));
   const to = attempt(() => parseInstant(spec.range.to, 'range.to'));
   const deadline = attempt(() => parseInstant(spec.deadline, 'deadline'));
-  const timezone = attempt(() => checkTimezone(spec.timezone, 'timezone'));
+  const timezone = attempt(() => checkRegionZone(spec.timezone, 'timezone'));
   attempt(() => parseEvery(spec.partition.every, 'partition.every'));
   attempt(() => parseEvery(spec.rollbackWindow, 'rollbackWindow'));
   if (from && to && Temporal.Instant.compare(from, to) >= 0) {

@@ -30,6 +30,27 @@ describe('configuration from the environment', () => {
     expect(c.GENFILL_REPLICA_URLS).toHaveLength(2);
   });
 
+  it('parses GENFILL_API_TRUST_PROXY as express takes it: a flag, a hop count or proxy subnets', () => {
+    expect(loadConfig({}).GENFILL_API_TRUST_PROXY).toBeUndefined();
+    expect(loadConfig({ GENFILL_API_TRUST_PROXY: 'true' }).GENFILL_API_TRUST_PROXY).toBe(true);
+    expect(loadConfig({ GENFILL_API_TRUST_PROXY: 'false' }).GENFILL_API_TRUST_PROXY).toBe(false);
+    expect(loadConfig({ GENFILL_API_TRUST_PROXY: '2' }).GENFILL_API_TRUST_PROXY).toBe(2);
+    expect(loadConfig({ GENFILL_API_TRUST_PROXY: 'loopback, 10.0.0.0/8,192.168.1.7, 172.16.0.0/255.240.0.0, fd00::/8' }).GENFILL_API_TRUST_PROXY).toEqual([
+      'loopback',
+      '10.0.0.0/8',
+      '192.168.1.7',
+      '172.16.0.0/255.240.0.0',
+      'fd00::/8',
+    ]);
+  });
+
+  it('reads GENFILL_TOMBSTONE_RETENTION as seconds, 7 days by default', () => {
+    expect(loadConfig({}).GENFILL_TOMBSTONE_RETENTION).toBe(7 * 86_400);
+    expect(loadConfig({ GENFILL_TOMBSTONE_RETENTION: '24h' }).GENFILL_TOMBSTONE_RETENTION).toBe(86_400);
+    expect(loadConfig({ GENFILL_TOMBSTONE_RETENTION: '30m' }).GENFILL_TOMBSTONE_RETENTION).toBe(1_800);
+    expect(loadConfig({ GENFILL_TOMBSTONE_RETENTION: '90s' }).GENFILL_TOMBSTONE_RETENTION).toBe(90);
+  });
+
   const bad: [string, string][] = [
     ['DATABASE_URL', 'mysql://x'],
     ['REDIS_URL', 'http://x'],
@@ -40,10 +61,16 @@ describe('configuration from the environment', () => {
     ['GENFILL_API_TOKENS', 'alice:root:0123456789abcdef'],
     ['GENFILL_REPLICA_URLS', 'postgres://ok/db,nope'],
     ['GENFILL_MAX_PENDING_EVENTS', '0'],
+    ['GENFILL_TOMBSTONE_RETENTION', '7 days'],
+    ['GENFILL_TOMBSTONE_RETENTION', '0d'],
     ['GENFILL_LOG_LEVEL', 'loud'],
+    ['GENFILL_API_TRUST_PROXY', 'yes'],
+    ['GENFILL_API_TRUST_PROXY', 'loopback,proxy.internal'],
+    ['GENFILL_API_TRUST_PROXY', '10.0.0.0/33'],
+    ['GENFILL_API_TRUST_PROXY', '10.0.0.0/255.0.255.0'],
   ];
   for (const [name, value] of bad) {
-    it(`refuses a malformed ${name}, naming the variable`, () => {
+    it(`refuses a malformed ${name} (${value}), naming the variable`, () => {
       let error: unknown;
       try {
         loadConfig({ [name]: value });

@@ -1,7 +1,7 @@
 // What a release needs from the database before it may be submitted: the source table, its
 // key and time columns, the dependencies, and a probe of the transform. Reads only; every
 // problem is returned with its path so the operator sees them all at once.
-import type { LoadedRelease, Problem } from '@genfill/contracts';
+import { ambiguousZoneProblem, type LoadedRelease, type Problem } from '@genfill/contracts';
 import { relationColumns, SYSTEM_COLUMNS, type Conn } from '@genfill/registry';
 import { probeTransform } from '@genfill/transform';
 
@@ -80,9 +80,29 @@ export async function checkSourceTable(
   return { problems, columns: source.columns };
 }
 
+/**
+ * The timezone as this server reads it: PostgreSQL looks a zone name up as an abbreviation
+ * first (case-insensitively), and an abbreviation is a fixed offset where the grid applies
+ * the zone's summer time. The release file check refuses such names already (any name
+ * without a '/'); this asks the server's own table, whatever its timezone_abbreviations.
+ */
+export async function checkTimezoneReading(conn: Conn, timezone: string, path = 'timezone'): Promise<Problem[]> {
+  const { rows } = await conn.query<{ abbrev: string; utc_offset: string; is_dst: boolean }>(
+    `SELECT abbrev, utc_offset::text AS utc_offset, is_dst FROM pg_timezone_abbrevs
+      WHERE upper(abbrev) = upper($1) AND upper($1) <> 'UTC' ORDER BY abbrev LIMIT 1`,
+    [timezone],
+  );
+  const a = rows[0];
+  if (!a) return [];
+  const offset = a.utc_offset.startsWith('-') ? a.utc_offset : `+${a.utc_offset}`;
+  return [ambiguousZoneProblem(timezone, path, `as the abbreviation ${a.abbrev}, a fixed UTC${offset}${a.is_dst ? ' (a summer offset)' : ''} all year`)];
+}
+
 export async function checkAgainstDatabase(conn: Conn, loaded: LoadedRelease): Promise<Problem[]> {
   const { spec } = loaded;
+  const zone = await checkTimezoneReading(conn, spec.timezone);
   const { problems, columns } = await checkSourceTable(conn, spec.source);
+  problems.unshift(...zone);
   if (columns.length === 0) return problems;
   const byName = new Map(columns.map((c) => [c.name, c]));
   spec.reconcile.conserved.forEach((c, i) => {

@@ -2,7 +2,7 @@
 // dispatch — one BullMQ job per unfinished partition and the queue pause mirrored from the
 // operator flag. Every step is idempotent, so `genfill plan` and the planner service can run
 // it at any time, twice at once, or after Redis lost every key.
-import { quoteIdent, quoteQualified, RedisUnavailableError, RefusedError, type ReleaseState } from '@genfill/contracts';
+import { quoteIdent, quoteQualified, RedisUnavailableError, RefusedError, wallClockBounds, type ReleaseState } from '@genfill/contracts';
 import {
   asRedisUnavailable,
   qualifiedQueueName,
@@ -10,7 +10,7 @@ import {
   syncQueuePause,
   type Redis,
 } from '@genfill/queue';
-import { casTransition, findDataset, getRelease, RELEASE_ACTIONS, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
+import { casTransition, findDataset, getRelease, RELEASE_ACTIONS, storedGrid, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
 import { tableColumns } from './admission.ts';
 import { enqueueUnfinished, type EnqueueResult } from './enqueue.ts';
 import { planRelease, type PlanResult } from './plan.ts';
@@ -19,7 +19,9 @@ import { planRelease, type PlanResult } from './plan.ts';
  * Count the source rows of every build partition in one scan: width_bucket over the sorted
  * lower bounds assigns each row its partition, so the cost is one range read of the source
  * whatever the number of partitions. A `timestamp`/`date` time column holds local times of
- * the release's timezone, so the bounds are converted to that zone first.
+ * the release's timezone, so the bounds are its wall clocks, computed by Temporal like the
+ * grid and bound as `timestamp` (never `AT TIME ZONE` in SQL: PostgreSQL reads CET, EET, …
+ * as fixed abbreviations).
  */
 export async function storeRowEstimates(conn: Conn, release: ReleaseRow): Promise<number> {
   const dataset = await findDataset(conn, release.dataset);
@@ -31,15 +33,20 @@ export async function storeRowEstimates(conn: Conn, release: ReleaseRow): Promis
   if (!type) throw new RefusedError(`source ${dataset.source_table} has no column ${dataset.time_column} any more: the release cannot be built`);
   const local = type === 'timestamp without time zone' || type === 'date';
   if (!local && type !== 'timestamp with time zone') throw new RefusedError(`${dataset.time_column} of ${dataset.source_table} is ${type}; the time column must be timestamptz, timestamp or date`);
-  const bound = (col: string) => (local ? `(${col} AT TIME ZONE $2)` : col);
+  // Zone-less: the build partitions (sorted by lower) with their wall-clock bounds.
+  const build = local ? (await storedGrid(conn, release.id)).filter((p) => p.kind === 'build') : [];
+  const wall = build.map((p) => wallClockBounds(p.lower, p.upper, release.timezone));
+  const parts = local
+    ? `SELECT id, lower, upper, i FROM unnest($2::text[], $3::timestamp[], $4::timestamp[]) WITH ORDINALITY AS w(id, lower, upper, i)`
+    : `SELECT id, lower, upper, row_number() OVER (ORDER BY lower) AS i
+         FROM genfill.partitions WHERE release = $1 AND kind = 'build'`;
 
   const t = `s.${quoteIdent(dataset.time_column)}`;
   const { rows } = await conn.query<{ total: string | null }>(
     `WITH parts AS (
-       SELECT id, lower, upper, row_number() OVER (ORDER BY lower) AS i
-         FROM genfill.partitions WHERE release = $1 AND kind = 'build'
+       ${parts}
      ), bounds AS (
-       SELECT array_agg(${bound('lower')} ORDER BY lower) AS lowers, min(${bound('lower')}) AS lo, max(${bound('upper')}) AS hi FROM parts
+       SELECT array_agg(lower ORDER BY i) AS lowers, min(lower) AS lo, max(upper) AS hi FROM parts
      ), counts AS (
        SELECT width_bucket(${t}, (SELECT lowers FROM bounds)) AS i, count(*) AS n
          FROM ${quoteQualified(dataset.source_table)} s
@@ -52,7 +59,7 @@ export async function storeRowEstimates(conn: Conn, release: ReleaseRow): Promis
        RETURNING p.est_rows
      )
      SELECT sum(est_rows)::text AS total FROM updated`,
-    local ? [release.id, release.timezone] : [release.id],
+    local ? [release.id, build.map((p) => p.id), wall.map((w) => w.lower), wall.map((w) => w.upper)] : [release.id],
   );
   return Number(rows[0]?.total ?? 0);
 }

@@ -122,6 +122,17 @@ export async function planRelease(db: Db, id: string): Promise<PlanResult> {
 
     const base = await baseTransformMap(conn, release);
     const spec = release.spec;
+    // Several releases may fill one candidate generation with disjoint ranges: each overlays
+    // its range onto the map the candidate already has. First, so that a generation which may
+    // not take this release (not a candidate, abandoned, holding a cancelled release's rows)
+    // refuses it before anything else is attempted.
+    const candidate = await findGeneration(conn, release.dataset, release.generation);
+    await upsertCandidateGeneration(conn, {
+      dataset: release.dataset,
+      generation: release.generation,
+      release: id,
+      transformMap: overlayTransformMap(candidate?.transform_map ?? base, { from: spec.range.from, to: spec.range.to, transform: release.transform_digest, release: id }),
+    });
     const gridSpec = { from: spec.range.from, to: spec.range.to, timezone: spec.timezone, every: spec.partition.every };
     const grid = computeGrid(gridSpec);
     const planned = coverageProof(gridSpec, grid);
@@ -142,18 +153,6 @@ export async function planRelease(db: Db, id: string): Promise<PlanResult> {
     }
     await conn.query('UPDATE genfill.manifests SET coverage_proof = $2 WHERE release = $1', [id, JSON.stringify(proof)]);
 
-    // Several releases may fill one candidate generation with disjoint ranges: each overlays
-    // its range onto the map the candidate already has.
-    const candidate = await findGeneration(conn, release.dataset, release.generation);
-    if (candidate && candidate.state !== 'CANDIDATE') {
-      throw new RefusedError(`generation ${release.generation} of ${release.dataset} is ${candidate.state}; a release builds a new candidate generation`);
-    }
-    await upsertCandidateGeneration(conn, {
-      dataset: release.dataset,
-      generation: release.generation,
-      release: id,
-      transformMap: overlayTransformMap(candidate?.transform_map ?? base, { from: spec.range.from, to: spec.range.to, transform: release.transform_digest, release: id }),
-    });
     await createLayout(conn, release);
     await casTransition(conn, {
       release: id,

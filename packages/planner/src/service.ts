@@ -121,7 +121,7 @@ export interface PlannerServiceResult {
 
 export async function runPlannerService(opts: PlannerServiceOptions): Promise<PlannerServiceResult> {
   const { config, log } = opts;
-  const db = opts.db ?? createPool(config, 'genfill-planner', 2);
+  const db = opts.db ?? createPool(config, 'genfill-planner', 3, { fleet: true });
   let redis: Redis | undefined;
   let metricsServer: MetricsServer | undefined;
   const out: PlannerServiceResult = { rounds: 0, last: null };

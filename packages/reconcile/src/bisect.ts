@@ -12,7 +12,7 @@
 import { quoteQualified } from '@genfill/contracts';
 import type { Conn } from '@genfill/registry';
 import type { FindingInput } from './findings.ts';
-import { col, inRange, keyCompare, keyJson, keyText, literal, orderByKey, Params, transformBody, type KeyColumn } from './fragments.ts';
+import { col, inRange, keyCompare, keyJson, keyText, literal, orderByKey, Params, timeBounds, transformBody, type KeyColumn } from './fragments.ts';
 import { hashOf, root, rootOf, sameDigest, subtractDigest, type Digest } from './roots.ts';
 import { columnType, sourceType, type PartitionRef, type Subject } from './subject.ts';
 
@@ -99,20 +99,19 @@ export class Bisector {
   /** The candidate's live rows of the partition in the key range. */
   #storedWhere(part: PartitionRef, e: Envelope | null, r: KeyRange, p: Params): string {
     const g = p.add(this.s.generation);
-    const time = inRange(col('n', this.s.time), this.#timeType, p.add(part.lower), p.add(part.upper), p.lazy(this.s.timezone));
+    const { lo, hi } = timeBounds(p, part.lower, part.upper, this.s.timezone);
+    const time = inRange(col('n', this.s.time), this.#timeType, lo, hi);
     return `${col('n', 'generation')} = ${g} AND ${time} AND NOT n."_gf_deleted"
        AND ${this.#envelope('n', this.#storedKeys[0]!, e, p)} AND ${this.#range('n', this.#storedKeys, r, p, this.s.generation)}`;
   }
 
   /** `WITH source AS (…)` restricted to the partition and key range, and the filter on the output. */
   #dual(part: PartitionRef, e: Envelope | null, r: KeyRange, p: Params): { withSource: string; outWhere: string } {
-    const lo = p.add(part.lower);
-    const hi = p.add(part.upper);
-    const tz = p.lazy(this.s.timezone);
-    const srcTime = inRange(col('s', this.s.time), this.#sourceTimeType, lo, hi, tz);
+    const { lo, hi } = timeBounds(p, part.lower, part.upper, this.s.timezone);
+    const srcTime = inRange(col('s', this.s.time), this.#sourceTimeType, lo, hi);
     const srcEnv = this.#envelope('s', this.#sourceKeys[0]!, e, p);
     const srcKeys = this.#range('s', this.#sourceKeys, r, p, null);
-    const outTime = inRange(col('t', this.s.time), this.#timeType, lo, hi, tz);
+    const outTime = inRange(col('t', this.s.time), this.#timeType, lo, hi);
     const outKeys = this.#range('t', this.#storedKeys, r, p, null);
     return {
       withSource: `WITH source AS (SELECT * FROM ${quoteQualified(this.s.sourceTable)} AS s WHERE ${srcTime} AND ${srcEnv} AND ${srcKeys})`,
@@ -171,7 +170,8 @@ ${transformBody(this.s.transformSql)}
   /** The key at `offset` in the source rows of the range: a split point when the candidate has too few rows. */
   async sourceKeyAt(conn: Conn, p: PartitionRef, e: Envelope | null, r: KeyRange, offset: number): Promise<string[] | null> {
     const q = new Params();
-    const time = inRange(col('s', this.s.time), this.#sourceTimeType, q.add(p.lower), q.add(p.upper), q.lazy(this.s.timezone));
+    const { lo, hi } = timeBounds(q, p.lower, p.upper, this.s.timezone);
+    const time = inRange(col('s', this.s.time), this.#sourceTimeType, lo, hi);
     const env = this.#envelope('s', this.#sourceKeys[0]!, e, q);
     const keys = this.#range('s', this.#sourceKeys, r, q, null);
     const off = q.add(offset);

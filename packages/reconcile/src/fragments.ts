@@ -1,13 +1,13 @@
 // SQL fragments the reconciler's queries share: time bounds, the partition a row falls in,
 // key ranges. Identifiers are always quoted; values always travel as parameters.
-import { quoteIdent } from '@genfill/contracts';
+import { quoteIdent, wallClockBounds } from '@genfill/contracts';
 
 const q = quoteIdent;
 
 /**
  * Collects a query's values and hands out their placeholders. PostgreSQL refuses a value
- * that no placeholder uses, so optional ones (the timezone, needed only by zone-less time
- * columns) are added lazily, on first use.
+ * that no placeholder uses, so optional ones (a bound as an instant or as a wall clock,
+ * whichever the compared column needs) are added lazily, on first use.
  */
 export class Params {
   readonly values: unknown[] = [];
@@ -16,8 +16,12 @@ export class Params {
     return `$${this.values.length}`;
   }
   lazy(value: unknown): () => string {
+    return this.lazyOf(() => value);
+  }
+  /** Like lazy, the value computed on first use too. */
+  lazyOf(compute: () => unknown): () => string {
     let ref: string | undefined;
-    return () => (ref ??= this.add(value));
+    return () => (ref ??= this.add(compute()));
   }
 }
 
@@ -26,17 +30,47 @@ export function col(alias: string, name: string): string {
 }
 
 /**
- * A timestamptz parameter as the time column compares it: a zone-less column (timestamp,
- * date) holds wall-clock times of the release's frozen timezone, exactly as the build
- * compares them (`time >= (bound AT TIME ZONE tz)`).
+ * A time bound (or an array of them) as a column of the given type compares it: the instant
+ * as `timestamptz`; for a zone-less column (timestamp, date), which holds wall-clock times
+ * of the release's frozen timezone, that wall clock as `timestamp`, exactly as the build
+ * compares them. The wall clocks are computed in TypeScript (wallClockBounds), never with
+ * `AT TIME ZONE` in SQL: PostgreSQL reads some zone names (CET, EET, …) as fixed
+ * abbreviations. Each form is added as a parameter on first use.
  */
-export function timeBound(timeType: string, param: string, tz: () => string): string {
-  return timeType === 'timestamp with time zone' ? `${param}::timestamptz` : `(${param}::timestamptz AT TIME ZONE ${tz()})`;
+export type Bound = (timeType: string) => string;
+
+function isInstant(timeType: string): boolean {
+  return timeType === 'timestamp with time zone';
+}
+
+function bound(instant: () => string, wall: () => string, array: boolean): Bound {
+  const suffix = array ? '[]' : '';
+  return (timeType) => (isInstant(timeType) ? `${instant()}::timestamptz${suffix}` : `${wall()}::timestamp${suffix}`);
+}
+
+/** [lower, upper) of UTC instants, as Bounds. */
+export function timeBounds(p: Params, lower: string, upper: string, timezone: string): { lo: Bound; hi: Bound } {
+  let wall: { lower: string; upper: string } | undefined;
+  const walls = () => (wall ??= wallClockBounds(lower, upper, timezone));
+  return {
+    lo: bound(p.lazy(lower), p.lazyOf(() => walls().lower), false),
+    hi: bound(p.lazy(upper), p.lazyOf(() => walls().upper), false),
+  };
+}
+
+/** The lowers and the uppers of partitions (UTC instants), each as one array Bound. */
+export function boundArrays(p: Params, parts: readonly { lower: string; upper: string }[], timezone: string): { lowers: Bound; uppers: Bound } {
+  let walls: { lower: string; upper: string }[] | undefined;
+  const wall = () => (walls ??= parts.map((x) => wallClockBounds(x.lower, x.upper, timezone)));
+  return {
+    lowers: bound(p.lazy(parts.map((x) => x.lower)), p.lazyOf(() => wall().map((w) => w.lower)), true),
+    uppers: bound(p.lazy(parts.map((x) => x.upper)), p.lazyOf(() => wall().map((w) => w.upper)), true),
+  };
 }
 
 /** `<t> >= lower AND <t> < upper` for a column of the given type. */
-export function inRange(timeExpr: string, timeType: string, lo: string, hi: string, tz: () => string): string {
-  return `${timeExpr} >= ${timeBound(timeType, lo, tz)} AND ${timeExpr} < ${timeBound(timeType, hi, tz)}`;
+export function inRange(timeExpr: string, timeType: string, lo: Bound, hi: Bound): string {
+  return `${timeExpr} >= ${lo(timeType)} AND ${timeExpr} < ${hi(timeType)}`;
 }
 
 /**
@@ -44,11 +78,8 @@ export function inRange(timeExpr: string, timeType: string, lo: string, hi: stri
  * the column's type. `width_bucket(t, lo)` then finds a row's partition by binary search in
  * one pass over a table that has no index on time, instead of one scan per partition.
  */
-export function boundsCte(name: string, timeType: string, lowers: string, uppers: string, tz: () => string): string {
-  const conv = (x: string) => (timeType === 'timestamp with time zone' ? x : `(${x} AT TIME ZONE ${tz()})`);
-  return `${q(name)} AS MATERIALIZED (
-  SELECT array_agg(${conv('u.lo')} ORDER BY u.i) AS lo, array_agg(${conv('u.hi')} ORDER BY u.i) AS hi
-    FROM unnest(${lowers}::timestamptz[], ${uppers}::timestamptz[]) WITH ORDINALITY AS u(lo, hi, i))`;
+export function boundsCte(name: string, timeType: string, lowers: Bound, uppers: Bound): string {
+  return `${q(name)} AS MATERIALIZED (SELECT ${lowers(timeType)} AS lo, ${uppers(timeType)} AS hi)`;
 }
 
 /**

@@ -11,7 +11,7 @@
 // (one output row per source row), so that is the per-partition result, grouped.
 import { quoteQualified } from '@genfill/contracts';
 import type { Conn } from '@genfill/registry';
-import { boundsCte, bucketOf, col, inRange, orderByKey, Params, transformBody } from './fragments.ts';
+import { boundArrays, boundsCte, bucketOf, col, inRange, orderByKey, Params, timeBounds, transformBody, type Bound } from './fragments.ts';
 import { hashOf, root, rootOf, type Digest } from './roots.ts';
 import { columnType, sourceType, type PartitionRef, type Subject } from './subject.ts';
 
@@ -31,39 +31,42 @@ function envelopeFields(s: Subject, alias: string, filter: string | null): strin
   return `min(${col(alias, s.key[0]!)})${f}::text AS key_min, max(${col(alias, s.key[0]!)})${f}::text AS key_max`;
 }
 
-/** What every pass and listing binds: the build partitions' bounds, [from, to), the timezone. */
+/**
+ * What every pass and listing binds: the build partitions' bounds and [from, to), each as
+ * instants or as wall clocks of the release's timezone, whichever the compared column needs.
+ */
 export interface RangeRefs {
   p: Params;
   /** The build partitions tile [from, to) with no gap (closure proved): a bucket needs no upper check. */
   gapless: boolean;
-  lowers: string;
-  uppers: string;
-  from: string;
-  to: string;
-  tz: () => string;
+  lowers: Bound;
+  uppers: Bound;
+  from: Bound;
+  to: Bound;
 }
 
 export function rangeParams(s: Subject, build: readonly PartitionRef[]): RangeRefs {
   const p = new Params();
+  const { lowers, uppers } = boundArrays(p, build, s.timezone);
+  const { lo: from, hi: to } = timeBounds(p, s.from, s.to, s.timezone);
   return {
     p,
     gapless: build.every((x, i) => i === 0 || build[i - 1]!.upper === x.lower) && build[0]?.lower === s.from && build.at(-1)?.upper === s.to,
-    lowers: p.add(build.map((x) => x.lower)),
-    uppers: p.add(build.map((x) => x.upper)),
-    from: p.add(s.from),
-    to: p.add(s.to),
-    tz: p.lazy(s.timezone),
+    lowers,
+    uppers,
+    from,
+    to,
   };
 }
 
 /** `t` inside [from, to), for a column of the given type. */
 export function inRelease(r: RangeRefs, timeExpr: string, timeType: string): string {
-  return inRange(timeExpr, timeType, r.from, r.to, r.tz);
+  return inRange(timeExpr, timeType, r.from, r.to);
 }
 
 /** The bounds CTE of the build partitions, in the given column type. */
 export function bounds(r: RangeRefs, timeType: string): string {
-  return boundsCte(BOUNDS, timeType, r.lowers, r.uppers, r.tz);
+  return boundsCte(BOUNDS, timeType, r.lowers, r.uppers);
 }
 
 

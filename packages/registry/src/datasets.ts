@@ -1,3 +1,4 @@
+import { RefusedError } from '@genfill/contracts';
 import type { Conn } from './db.ts';
 
 export interface DatasetRow {
@@ -57,10 +58,68 @@ export async function findGeneration(conn: Conn, dataset: string, generation: st
   return rows[0] ?? null;
 }
 
+/** A cancelled release of a generation, with the partitions it committed there before the cancel. */
+interface CancelledWriter {
+  release: string;
+  partitions: number;
+  /** Its cancel moved the generation to ABANDONED (the cancel's log detail says so). */
+  abandoned: boolean;
+}
+
+async function cancelledWriters(conn: Conn, dataset: string, generation: string): Promise<CancelledWriter[]> {
+  const { rows } = await conn.query<CancelledWriter>(
+    `SELECT r.id AS release,
+            (SELECT count(DISTINCT c.partition)::int FROM genfill.receipts c WHERE c.release = r.id) AS partitions,
+            EXISTS (SELECT 1 FROM genfill.release_log l
+                     WHERE l.release = r.id AND l.action = 'cancel' AND l.detail->>'abandonedGeneration' = r.generation) AS abandoned
+       FROM genfill.releases r
+      WHERE r.dataset = $1 AND r.generation = $2 AND r.state = 'CANCELLED'
+      ORDER BY r.state_changed_at DESC, r.id`,
+    [dataset, generation],
+  );
+  return rows;
+}
+
+/**
+ * Why a generation cannot take another release, or null. A cancelled release's rows stay in
+ * its generation (nothing deletes them), and a later release would inherit them: outside its
+ * range they are findings no repair clears. Its receipts are the evidence; a generation
+ * ABANDONED by a cancel is refused even when nothing was built yet.
+ */
+function inheritedRefusal(g: { dataset: string; generation: string; release: string }, state: string | undefined, cancelled: CancelledWriter[]): string | null {
+  const writers = cancelled.filter((w) => w.partitions > 0);
+  if (state !== 'ABANDONED' && writers.length === 0) return null;
+  const fix = `submit a new release naming a fresh generation (target.generation) and plan that one`;
+  const where = `generation ${g.generation} of dataset ${g.dataset}`;
+  if (writers.length > 0) {
+    const named = writers.map((w) => `${w.release} (${w.partitions} partition${w.partitions === 1 ? '' : 's'} built before the cancel)`).join(', ');
+    const abandoned = state === 'ABANDONED' ? ' and is ABANDONED' : '';
+    return `${where} holds rows of cancelled release ${named}${abandoned}; release ${g.release} would inherit them: ${fix}`;
+  }
+  const by = cancelled.find((w) => w.abandoned) ?? cancelled[0];
+  return `${where} is ABANDONED${by ? ` (release ${by.release} was cancelled)` : ''}; release ${g.release} cannot build into it: ${fix}`;
+}
+
+/**
+ * Record a release's range in its candidate generation, creating it on first use. Refused
+ * (nothing written) for a generation that is ACTIVE or RETIRED, ABANDONED, or holding rows of
+ * a cancelled release. The generation's row lock orders this against genfill.cancel_release,
+ * which abandons a candidate no other open release fills.
+ */
 export async function upsertCandidateGeneration(
   conn: Conn,
   g: { dataset: string; generation: string; release: string; transformMap: TransformRange[] },
 ): Promise<void> {
+  const { rows } = await conn.query<{ state: GenerationRow['state'] }>(
+    'SELECT state FROM genfill.generations WHERE dataset = $1 AND generation = $2 FOR UPDATE',
+    [g.dataset, g.generation],
+  );
+  const state = rows[0]?.state;
+  const inherited = inheritedRefusal(g, state, await cancelledWriters(conn, g.dataset, g.generation));
+  if (inherited) throw new RefusedError(inherited);
+  if (state !== undefined && state !== 'CANDIDATE') {
+    throw new RefusedError(`generation ${g.generation} of ${g.dataset} is ${state}; a release builds a new candidate generation`);
+  }
   await conn.query(
     `INSERT INTO genfill.generations (dataset, generation, created_by_release, transform_map)
      VALUES ($1, $2, $3, $4)

@@ -5,13 +5,26 @@ export type Db = pg.Pool;
 export type Conn = pg.ClientBase;
 
 /**
- * Every genfill connection runs with TimeZone pinned to UTC (grid boundaries and receipts
- * never depend on a client's setting) and the configured statement and lock timeouts.
+ * What a fleet connection (worker, planner) may wait for a lock, and stay idle inside a
+ * transaction, unless GENFILL_LOCK_TIMEOUT / GENFILL_IDLE_IN_TRANSACTION_TIMEOUT say otherwise.
+ * Without them a SIGSTOPped or partitioned worker holding the release row lock blocks every
+ * claim, commit, pause and cancel until TCP keepalive gives up (hours). Not for the
+ * reconciler's snapshot connections, which idle inside their transaction by design.
  */
-export function createPool(config: Config, applicationName = 'genfill', max = 4): pg.Pool {
+export const FLEET_TIMEOUTS = { lockMs: 10_000, idleInTransactionMs: 30_000 } as const;
+
+/**
+ * Every genfill connection runs with TimeZone pinned to UTC (grid boundaries and receipts
+ * never depend on a client's setting) and the configured statement and lock timeouts; a
+ * `fleet` pool has FLEET_TIMEOUTS as defaults.
+ */
+export function createPool(config: Config, applicationName = 'genfill', max = 4, opts: { fleet?: boolean } = {}): pg.Pool {
   const options = ['-c TimeZone=UTC'];
+  const lock = config.GENFILL_LOCK_TIMEOUT ?? (opts.fleet ? FLEET_TIMEOUTS.lockMs : undefined);
+  const idle = config.GENFILL_IDLE_IN_TRANSACTION_TIMEOUT ?? (opts.fleet ? FLEET_TIMEOUTS.idleInTransactionMs : undefined);
   if (config.GENFILL_STATEMENT_TIMEOUT !== undefined) options.push(`-c statement_timeout=${config.GENFILL_STATEMENT_TIMEOUT}`);
-  if (config.GENFILL_LOCK_TIMEOUT !== undefined) options.push(`-c lock_timeout=${config.GENFILL_LOCK_TIMEOUT}`);
+  if (lock !== undefined) options.push(`-c lock_timeout=${lock}`);
+  if (idle !== undefined) options.push(`-c idle_in_transaction_session_timeout=${idle}`);
   const pool = new pg.Pool({
     connectionString: config.DATABASE_URL,
     application_name: applicationName,

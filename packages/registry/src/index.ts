@@ -9,7 +9,7 @@ export {
   type TransformRange,
   upsertCandidateGeneration,
 } from './datasets.ts';
-export { type Conn, createPool, type Db, poolAs, withTransaction } from './db.ts';
+export { type Conn, createPool, type Db, FLEET_TIMEOUTS, poolAs, withTransaction } from './db.ts';
 export { contentHash, rootAgg, rowHashExpr } from './hashing.ts';
 export {
   addGeneration,
@@ -45,7 +45,7 @@ export {
   releaseStatus,
   type ThrottleDecisionSummary,
 } from './status.ts';
-export { casTransition, markBuiltIfComplete, setThrottlePause } from './transitions.ts';
+export { casTransition, commitPartition, type PartitionCommit, setThrottlePause } from './transitions.ts';
 export { asPrincipal, approveVerb, type ApproveRow, cancelReleaseVerb, operatorPauseVerb, submitReleaseVerb, verbError } from './verbs.ts';
 export {
   claimRequest,

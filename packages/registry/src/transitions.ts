@@ -4,7 +4,7 @@
 // row in the same transaction; a flag change is a CAS on the flag's old value, logged the
 // same way. Zero rows is a lost race, reported — never treated as success. A person's moves
 // (submit, pause, resume, cancel, approve) are verb functions in the database: verbs.ts.
-import { CasConflictError, canTransition, OPEN_STATES, type ReleaseState } from '@genfill/contracts';
+import { CasConflictError, canTransition, OPEN_STATES, RefusedError, StaleLeaseError, type ReleaseState } from '@genfill/contracts';
 import type { Conn } from './db.ts';
 import { logAction, RELEASE_ACTIONS, type ReleaseAction } from './log.ts';
 
@@ -17,19 +17,12 @@ export interface Transition {
   detail?: unknown;
 }
 
-/**
- * Only when the manifest is complete: every partition of the release is BUILT. The one
- * extra condition a move may carry, so BUILDING → BUILT stays a single fenced statement
- * in the transaction of the receipt that completes the manifest.
- */
-const MANIFEST_COMPLETE = `AND NOT EXISTS (SELECT 1 FROM genfill.partitions WHERE release = $1 AND status <> 'BUILT')`;
-
-async function applyTransition(conn: Conn, t: Transition, condition = ''): Promise<boolean> {
+async function applyTransition(conn: Conn, t: Transition): Promise<boolean> {
   if (!canTransition(t.from, t.to)) {
     throw new Error(`${t.from} → ${t.to} is not in the transition table`);
   }
   const res = await conn.query(
-    `UPDATE genfill.releases SET state = $3, state_changed_at = now() WHERE id = $1 AND state = $2 ${condition}`,
+    `UPDATE genfill.releases SET state = $3, state_changed_at = now() WHERE id = $1 AND state = $2`,
     [t.release, t.from, t.to],
   );
   if (res.rowCount !== 1) return false;
@@ -52,13 +45,47 @@ export async function casTransition(conn: Conn, t: Transition): Promise<void> {
   }
 }
 
+export interface PartitionCommit {
+  release: string;
+  partition: string;
+  attempt: number;
+  kind: 'build' | 'repair';
+  releaseDigest: string;
+  transformDigest: string;
+  watermark: string;
+  dependencyHashes: unknown;
+  rowsIn: string;
+  rowsOut: string;
+  conserved: unknown;
+  keyRoot: string;
+  rowRoot: string;
+  timings: unknown;
+  supersedes: string | null;
+}
+
 /**
- * BUILDING → BUILT when no partition is left unbuilt; false (nothing written) otherwise.
- * Called in the transaction of every receipt: the one that completes the manifest moves
- * the release. The caller holds the release row lock and has checked BUILDING under it.
+ * The end of a partition's build transaction, in one statement (genfill.commit_partition,
+ * migration 0008): under the release row lock, fence the partition on its attempt, insert the
+ * receipt, and move BUILDING → BUILT when it completes the manifest. A release no longer
+ * BUILDING is RefusedError; a stale attempt is StaleLeaseError — both leave the transaction
+ * to roll back, rows included.
  */
-export async function markBuiltIfComplete(conn: Conn, release: string, detail: unknown): Promise<boolean> {
-  return applyTransition(conn, { release, from: 'BUILDING', to: 'BUILT', action: RELEASE_ACTIONS.built, detail }, MANIFEST_COMPLETE);
+export async function commitPartition(conn: Conn, c: PartitionCommit): Promise<{ receiptId: string; releaseBuilt: boolean }> {
+  try {
+    const { rows } = await conn.query<{ receipt_id: string; release_built: boolean }>(
+      `SELECT receipt_id::text, release_built FROM genfill.commit_partition($1, $2, $3, $4, $5, $6, $7::pg_snapshot, $8, $9, $10, $11, $12, $13, $14, $15)`,
+      [
+        c.release, c.partition, c.attempt, c.kind, c.releaseDigest, c.transformDigest, c.watermark, JSON.stringify(c.dependencyHashes),
+        c.rowsIn, c.rowsOut, JSON.stringify(c.conserved), c.keyRoot, c.rowRoot, JSON.stringify(c.timings), c.supersedes,
+      ],
+    );
+    return { receiptId: rows[0]!.receipt_id, releaseBuilt: rows[0]!.release_built };
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'GFS01') throw new StaleLeaseError(c.release, c.partition, c.attempt);
+    if (code === 'GFR01') throw new RefusedError((err as Error).message, { cause: err });
+    throw err;
+  }
 }
 
 export interface ThrottlePauseChange {

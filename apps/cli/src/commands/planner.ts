@@ -39,7 +39,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--json', 'with --once: print the round as JSON')
     .action((opts: { interval: number; once?: boolean; json?: boolean }) =>
       run(async (ctx) => {
-        const db = await ctx.db();
+        const db = await ctx.db({ fleet: true, name: 'genfill-planner', max: 3 });
         const log = createLogger('planner', ctx.config.GENFILL_LOG_LEVEL);
         const controller = new AbortController();
         const unhook = stopOnSignals(controller, log);

@@ -64,7 +64,11 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         for (const r of result.repaired) {
           ctx.io.out(`repaired ${r.partition} (attempt ${r.attempt}): deleted ${r.deleted}, rebuilt ${r.rows} rows, receipt ${r.receipt}`);
         }
-        ctx.io.out(`${release} is ${result.state}${result.state === 'BUILT' ? `; next: genfill reconcile ${release}` : ''}`);
+        for (const p of result.byWorker) ctx.io.out(`${p}: a worker took it first and rebuilds it in repair mode`);
+        ctx.io.out(
+          `${release} is ${result.state}` +
+            (result.state === 'BUILT' ? `; next: genfill reconcile ${release}` : `; the marked partitions are rebuilt by workers (genfill status ${release})`),
+        );
       }),
     );
 }

@@ -39,7 +39,9 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         const cfg = ctx.config;
         const sli = opts.throttle ? prometheusSli(cfg) : undefined;
         const log = createLogger('worker', cfg.GENFILL_LOG_LEVEL);
-        const db = await ctx.db();
+        // Claims, builds, lease renewals and the throttle share it; fleet timeouts (a stalled
+        // worker must not hold the release row lock for long).
+        const db = await ctx.db({ fleet: true, name: 'genfill-worker', max: opts.concurrency + 4 });
         const connection = createRedis(cfg.REDIS_URL);
         // An evicting Redis loses jobs silently; the registry recovers them, but say so now.
         void warnIfEvicting(connection, log).catch(() => undefined);

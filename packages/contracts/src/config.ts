@@ -31,16 +31,6 @@ const apiToken = z
     return { subject: subject!, role: role as 'viewer' | 'operator' | 'approver', token: rest.join(':') };
   });
 
-export const configSchema = z.object({
-  DATABASE_URL: postgresUrl.default('postgres://postgres@127.0.0.1:5432/postgres'),
-  REDIS_URL: redisUrl.default('redis://127.0.0.1:6379'),
-  GENFILL_QUEUE_PREFIX: z
-    .string()
-    .min(1)
-    .refine((v) => !v.includes(':'), 'must not contain ":" (BullMQ uses it as the separator)')
-    .default('{genfill}'),
-  GENFILL_RELEASE: list(z.string().min(1)).optional(),
-  GENFILL_STATEMENT_TIMEOUT: pgDuration.optional(),
 /** The names proxy-addr (express's `trust proxy`) expands to subnets. */
 const PROXY_RANGES = ['loopback', 'linklocal', 'uniquelocal'];
 
@@ -81,10 +71,22 @@ const trustProxy = z
     return z.NEVER;
   });
 
+export const configSchema = z.object({
+  DATABASE_URL: postgresUrl.default('postgres://postgres@127.0.0.1:5432/postgres'),
+  REDIS_URL: redisUrl.default('redis://127.0.0.1:6379'),
+  GENFILL_QUEUE_PREFIX: z
+    .string()
+    .min(1)
+    .refine((v) => !v.includes(':'), 'must not contain ":" (BullMQ uses it as the separator)')
+    .default('{genfill}'),
+  GENFILL_RELEASE: list(z.string().min(1)).optional(),
+  GENFILL_STATEMENT_TIMEOUT: pgDuration.optional(),
   GENFILL_LOCK_TIMEOUT: pgDuration.optional(),
+  GENFILL_IDLE_IN_TRANSACTION_TIMEOUT: pgDuration.optional(),
   GENFILL_METRICS_PORT: port.optional(),
   GENFILL_API_PORT: port.default(3000),
   GENFILL_API_TOKENS: list(apiToken).optional(),
+  GENFILL_API_TRUST_PROXY: trustProxy.optional(),
   GENFILL_REPLICA_URLS: list(postgresUrl).optional(),
   GENFILL_CANARY_SQL: z.string().min(1).optional(),
   GENFILL_CANARY_EVERY_MS: z.coerce.number().int().min(10).max(60_000).optional(),
@@ -92,11 +94,9 @@ const trustProxy = z
   GENFILL_FOREGROUND_QUERY: z.string().min(1).optional(),
   GENFILL_MAX_PENDING_EVENTS: z.coerce.number().int().positive().default(1_000_000),
   GENFILL_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  GENFILL_IDLE_IN_TRANSACTION_TIMEOUT: pgDuration.optional(),
 });
 
 export type Config = z.infer<typeof configSchema>;
-  GENFILL_API_TRUST_PROXY: trustProxy.optional(),
 export type ApiToken = NonNullable<Config['GENFILL_API_TOKENS']>[number];
 
 /** Parse the environment. Empty strings count as unset, as a shell's `VAR=` means. */

@@ -295,6 +295,9 @@ describe('the same logins do their jobs through the CLI and the API', { timeout:
     expect(await stateOf(BUILT)).toBe('RECONCILED');
     const stored = await one(`SELECT id::text, principal FROM genfill.reconciliations WHERE release = $1 ORDER BY id DESC LIMIT 1`, [BUILT]);
     expect(stored.principal).toBe('genfill_carol');
+    // The reconciler's service login analyzed the fresh candidate through genfill.analyze_generation.
+    const analyzed = await one(`SELECT last_analyze IS NOT NULL AS ok FROM pg_stat_user_tables WHERE schemaname = 'genfill_data' AND relname = 'priv_built__g1'`);
+    expect(analyzed).toEqual({ ok: true });
 
     // The submitter cannot approve even holding the role; a stale id is refused; dave approves by id.
     const notLatest = await cliAs('genfill_dave', 'approve', BUILT, '--reconciliation', String(Number(stored.id) + 1));

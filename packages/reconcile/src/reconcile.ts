@@ -10,7 +10,7 @@
 //   7. on request, the stored findings exported to an NDJSON file.
 import { dirname, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { quoteIdent, RefusedError, type ReleaseState } from '@genfill/contracts';
+import { RefusedError, type ReleaseState } from '@genfill/contracts';
 import type { Logger } from '@genfill/observability';
 import { DATA_SCHEMA, generationTable, type Db } from '@genfill/registry';
 import { Bisector, type BisectResult } from './bisect.ts';
@@ -188,14 +188,17 @@ async function analyzeStale(db: Db, releaseId: string): Promise<void> {
   );
   const r = rel.rows[0];
   if (!r) return; // loadSubject says so, in the snapshot
-  const names = [r.generation, r.expected_active].filter((g): g is string => g !== null).map((g) => generationTable(r.dataset, g));
+  const generations = [r.generation, r.expected_active].filter((g): g is string => g !== null);
   const { rows } = await db.query<{ relname: string }>(
     `SELECT relname FROM pg_stat_user_tables
       WHERE schemaname = $1 AND relname = ANY($2::text[])
         AND (coalesce(last_analyze, last_autoanalyze) IS NULL OR n_mod_since_analyze > 0.1 * greatest(n_live_tup, 1))`,
-    [DATA_SCHEMA, names],
+    [DATA_SCHEMA, generations.map((g) => generationTable(r.dataset, g))],
   );
-  for (const x of rows) await db.query(`ANALYZE ${quoteIdent(DATA_SCHEMA)}.${quoteIdent(x.relname)}`);
+  // Through the owner's function: the reconciler's service login does not own the table.
+  for (const g of generations) {
+    if (rows.some((x) => x.relname === generationTable(r.dataset, g))) await db.query('SELECT genfill.analyze_generation($1, $2)', [r.dataset, g]);
+  }
 }
 
 function unexpectedChanges(expectedDiff: string[], changed: Record<string, bigint>): bigint {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { NotFoundError } from '@genfill/contracts';
 import { exportFindings, storedFindings } from '@genfill/reconcile';
 import { createPool } from '@genfill/registry';
-import { builtRelease, candidate, runGenfill, seedAdopted } from '../packages/reconcile/test/fixtures.ts';
+import { releaseMaker, runGenfill, seedAdopted, WINDOW } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
 import { workspace } from './support/fixtures.ts';
@@ -16,19 +16,11 @@ import { workspace } from './support/fixtures.ts';
 const tdb = await createTestDatabase('reconcile_findings');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'reconcile-findings-test', 6);
 const env = { DATABASE_URL: tdb.url };
-const FROM = '2025-07-02T00:00:00Z';
-const TO = '2025-07-04T00:00:00Z';
-const DAY2 = 'b-20250702T000000Z';
-const DAY3 = 'b-20250703T000000Z';
+const { day2: DAY2, day3: DAY3 } = WINDOW;
 // 240 orders a day from 2025-07-01: ids 241..480 on 2025-07-02, 481..720 on 2025-07-03.
 
-let made = 0;
-async function fresh(): Promise<{ id: string; table: string }> {
-  made++;
-  const id = `found-${made}@1`;
-  await builtRelease(db, { id, generation: `g${made + 2}`, from: FROM, to: TO });
-  return { id, table: candidate(`g${made + 2}`) };
-}
+/** A new release with its own candidate generation, built over WINDOW. */
+const fresh = releaseMaker(db, 'found');
 
 interface StoredRow {
   seq: number;

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '@genfill/observability';
 import { createPool } from '@genfill/registry';
 import { startReconcilerService } from '@genfill/reconcile';
-import { builtRelease, candidate, plannedRelease, readFindings, seedAdopted, type FindingLine } from '../packages/reconcile/test/fixtures.ts';
+import { candidate, plannedRelease, readFindings, releaseMaker, seedAdopted, WINDOW, type FindingLine } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
 import { workspace } from './support/fixtures.ts';
@@ -16,20 +16,11 @@ const tdb = await createTestDatabase('reconcile');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'reconcile-test', 6);
 const env = { DATABASE_URL: tdb.url };
 const dir = workspace();
-const FROM = '2025-07-02T00:00:00Z';
-const TO = '2025-07-04T00:00:00Z';
-const DAY2 = 'b-20250702T000000Z';
-const DAY3 = 'b-20250703T000000Z';
+const { from: FROM, to: TO, day2: DAY2, day3: DAY3 } = WINDOW;
 // 240 orders a day from 2025-07-01: ids 241..480 on 2025-07-02, 481..720 on 2025-07-03.
 
-let made = 0;
 /** A new release with its own candidate generation, built over [FROM, TO). */
-async function fresh(): Promise<{ id: string; table: string }> {
-  made++;
-  const id = `fix-${made}@1`;
-  await builtRelease(db, { id, generation: `g${made + 2}`, from: FROM, to: TO });
-  return { id, table: candidate(`g${made + 2}`) };
-}
+const fresh = releaseMaker(db, 'fix');
 
 async function reconcileCli(id: string, ...extra: string[]) {
   const out = join(dir, `${id}-${Date.now()}.ndjson`);
@@ -48,9 +39,10 @@ afterAll(() => db.end());
 
 describe('a clean candidate', () => {
   let id: string;
+  let table: string;
 
   it('is RECONCILED (exit 0), with its snapshot, per-partition hashes and an empty findings file stored under an id', async () => {
-    ({ id } = await fresh());
+    ({ id, table } = await fresh());
     const res = await reconcileCli(id);
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
@@ -65,7 +57,7 @@ describe('a clean candidate', () => {
     expect(rec[0].summary.oldGeneration.changed.tax_cents.expected).toBe(true);
     // The changed-row count per column, against a plain join written here.
     const { rows: want } = await db.query<{ n: string }>(
-      `SELECT count(*)::text AS n FROM ${candidate(`g${made + 2}`)} AS n JOIN ${candidate('g2')} AS o USING (order_id)
+      `SELECT count(*)::text AS n FROM ${table} AS n JOIN ${candidate('g2')} AS o USING (order_id)
         WHERE n.created_at >= $1 AND n.created_at < $2 AND n.tax_cents IS DISTINCT FROM o.tax_cents`,
       [FROM, TO],
     );

@@ -170,3 +170,20 @@ export async function runGenfill(args: string[], o: { cwd: string; env: Record<s
   const code = await s.exit;
   return { code, stdout: s.stdout(), stderr: s.stderr() };
 }
+
+/** The window the reconcile tests build over: two daily partitions of the seeded orders. */
+export const WINDOW = { from: '2025-07-02T00:00:00Z', to: '2025-07-04T00:00:00Z', day2: 'b-20250702T000000Z', day3: 'b-20250703T000000Z' } as const;
+
+/**
+ * A maker of new releases `<prefix>-<n>@1`, each with its own candidate generation (g3, g4, …),
+ * built over WINDOW: every test damages a candidate of its own.
+ */
+export function releaseMaker(db: Db, prefix: string): () => Promise<{ id: string; table: string }> {
+  let made = 0;
+  return async () => {
+    made++;
+    const id = `${prefix}-${made}@1`;
+    await builtRelease(db, { id, generation: `g${made + 2}`, from: WINDOW.from, to: WINDOW.to });
+    return { id, table: candidate(`g${made + 2}`) };
+  };
+}

@@ -8,15 +8,18 @@ const LOCAL = 'postgres://postgres@127.0.0.1:5432/postgres';
 
 /**
  * The bench's database: DATABASE_URL when it is set (the caller chose), otherwise `name` on
- * the local server, created when missing.
+ * the local server, created when missing — or, with `fresh`, dropped and created again so no
+ * earlier run's rows, bloat or triggers are left in it.
  */
-export async function benchDatabase(name: string): Promise<URL> {
+export async function benchDatabase(name: string, opts: { fresh?: boolean } = {}): Promise<URL> {
   if (process.env.DATABASE_URL) return new URL(process.env.DATABASE_URL);
   const admin = new pg.Client({ connectionString: LOCAL });
   await admin.connect();
   try {
+    const quoted = `"${name.replace(/"/g, '""')}"`;
+    if (opts.fresh) await admin.query(`DROP DATABASE IF EXISTS ${quoted} WITH (FORCE)`);
     const exists = await admin.query(`SELECT 1 FROM pg_database WHERE datname = $1`, [name]);
-    if (exists.rowCount === 0) await admin.query(`CREATE DATABASE "${name.replace(/"/g, '""')}"`);
+    if (exists.rowCount === 0) await admin.query(`CREATE DATABASE ${quoted}`);
   } finally {
     await admin.end();
   }

@@ -10,6 +10,7 @@ import type { Redis } from '@genfill/queue';
 import type { Db } from '@genfill/registry';
 import { authenticate, type SessionStore, type TokenTable } from './auth.ts';
 import { boardRoutes } from './board.ts';
+import { eventRoutes, type IngressSettings } from './events.ts';
 import { healthz } from './health.ts';
 import { errorHandler, notFound } from './http-errors.ts';
 import { loginRoutes } from './login.ts';
@@ -29,6 +30,8 @@ export interface AppDeps {
   log: Logger;
   /** express's `trust proxy` (GENFILL_API_TRUST_PROXY); unset trusts no proxy. */
   trustProxy?: Config['GENFILL_API_TRUST_PROXY'];
+  /** POST /datasets/:ds/events: GENFILL_MAX_PENDING_EVENTS and GENFILL_TOMBSTONE_RETENTION. */
+  ingress: IngressSettings;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -55,6 +58,7 @@ export function createApp(deps: AppDeps): Express {
   app.use(requireSameOriginForCookies(log));
   app.use(releaseRoutes({ db, dispatcher, queues: deps.queues, log }));
   app.use(boardRoutes({ db, queues: deps.queues, log }));
+  app.use(eventRoutes({ db, log, ingress: deps.ingress }));
   app.use(notFound);
   app.use(errorHandler(log));
   return app;

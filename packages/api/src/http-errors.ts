@@ -5,6 +5,8 @@ import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
 import {
   CasConflictError,
   GenfillError,
+  IngressBusyError,
+  IngressConflictError,
   InvalidInputError,
   NotFoundError,
   ReconciliationRequiredError,
@@ -33,7 +35,8 @@ export class ForbiddenError extends Error {
 
 export interface HttpError {
   status: number;
-  body: { error: string; message: string; problems?: Problem[] };
+  body: { error: string; message: string; problems?: Problem[]; [field: string]: unknown };
+  headers?: Record<string, string>;
 }
 
 /** Errors express's own parsers raise (malformed JSON, a body too large) carry a 4xx status. */
@@ -48,6 +51,17 @@ export function toHttp(err: unknown): HttpError {
   if (err instanceof ForbiddenError) return body(403, err.name, err.message);
   if (err instanceof InvalidInputError) return { status: 400, body: { error: err.name, message: err.message, problems: err.problems } };
   if (err instanceof NotFoundError) return body(404, err.name, err.message);
+  // Busy is an answer to retry, never a drop.
+  if (err instanceof IngressBusyError) {
+    return {
+      status: 429,
+      body: { error: err.name, message: err.message, pending: err.pending, events: err.events, max: err.max },
+      headers: { 'Retry-After': String(err.retryAfterSeconds) },
+    };
+  }
+  if (err instanceof IngressConflictError) {
+    return { status: 409, body: { error: err.name, message: err.message, conflicts: err.conflicts, conflictIds: err.conflictIds, releases: err.releases } };
+  }
   // A CAS against a release that does not exist found no row at all.
   if (err instanceof CasConflictError && err.actual === null) return body(404, err.name, err.message);
   // The schema is older or newer than this API: not the caller's fault, and not for good.
@@ -64,6 +78,7 @@ export function toHttp(err: unknown): HttpError {
 export function sendError(res: Response, err: unknown): HttpError {
   const http = toHttp(err);
   if (http.status === 401) res.setHeader('WWW-Authenticate', 'Bearer realm="genfill"');
+  for (const [name, value] of Object.entries(http.headers ?? {})) res.setHeader(name, value);
   res.status(http.status).json(http.body);
   return http;
 }

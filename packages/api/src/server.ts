@@ -59,7 +59,8 @@ export async function startApi(o: ApiServerOptions): Promise<ApiServer> {
     const registry = createMetricsRegistry('api');
     queues = new ReleaseQueues(db, redis, config.GENFILL_QUEUE_PREFIX, log);
     registerQueueGauges(registry, { db, redis, queues, log });
-    const app = createApp({ db, redis, prefix: config.GENFILL_QUEUE_PREFIX, tokens, sessions: new SessionStore(), queues, registry, log, trustProxy: config.GENFILL_API_TRUST_PROXY });
+    const app = createApp({ db, redis, prefix: config.GENFILL_QUEUE_PREFIX, tokens, sessions: new SessionStore(), queues, registry, log, trustProxy: config.GENFILL_API_TRUST_PROXY,
+      ingress: { maxPending: config.GENFILL_MAX_PENDING_EVENTS, tombstoneRetentionSeconds: config.GENFILL_TOMBSTONE_RETENTION } });
 
     const s = createServer(app);
     server = s;

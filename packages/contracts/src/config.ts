@@ -23,6 +23,16 @@ const pgDuration = z
     const n = Number(m[1]);
     return m[2] === 's' ? n * 1000 : m[2] === 'min' ? n * 60_000 : n;
   });
+/** A retention like `7d`, `24h`, `30m` or `90s`, in seconds. */
+const retention = z
+  .string()
+  .trim()
+  .regex(/^\d+\s*(s|m|h|d)$/, 'must be a number with s, m (minutes), h or d, e.g. 7d or 24h')
+  .transform((v) => {
+    const m = /^(\d+)\s*(s|m|h|d)$/.exec(v)!;
+    return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86_400 }[m[2] as 's' | 'm' | 'h' | 'd'];
+  })
+  .pipe(z.number().int().positive('must be longer than 0'));
 const apiToken = z
   .string()
   .regex(/^[^:]+:(viewer|operator|approver):.{16,}$/, 'each entry is subject:role:token, role viewer|operator|approver, token at least 16 characters')
@@ -93,6 +103,8 @@ export const configSchema = z.object({
   GENFILL_PROMETHEUS_URL: z.url({ protocol: /^https?$/ }).optional(),
   GENFILL_FOREGROUND_QUERY: z.string().min(1).optional(),
   GENFILL_MAX_PENDING_EVENTS: z.coerce.number().int().positive().default(1_000_000),
+  /** How long ingress tombstones are kept at least, in seconds (default 7 days). */
+  GENFILL_TOMBSTONE_RETENTION: retention.default(7 * 86_400),
   GENFILL_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -79,6 +79,65 @@ export class RangeOverlapError extends RefusedError {
   }
 }
 
+/**
+ * Ingress: the dataset's pending events (logged, not yet in its frontier) plus this file would
+ * pass GENFILL_MAX_PENDING_EVENTS. Nothing was written; retry after `retryAfterSeconds` (HTTP
+ * 429 with Retry-After) — busy, never a drop.
+ */
+export class IngressBusyError extends RefusedError {
+  override readonly retryable = true;
+  constructor(
+    readonly dataset: string,
+    readonly pending: number,
+    readonly events: number,
+    readonly max: number,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(
+      `dataset ${dataset} is busy: ${pending} events are pending and ${events} more would pass GENFILL_MAX_PENDING_EVENTS (${max}); ` +
+        `nothing was written — retry in ${retryAfterSeconds}s, once the projector has consumed some`,
+    );
+  }
+}
+
+export interface IngressConflict {
+  key: Record<string, unknown>;
+  revision: number | string;
+  /** The file's lines at that revision. */
+  incoming: { line: number; op: string; row: unknown }[];
+  /** What the mirror held at that revision, or null when two lines of the file disagree. */
+  stored: { op: string; row: unknown } | null;
+}
+
+/**
+ * Ingress: a key arrived at a revision genfill already holds (or the file holds twice) with
+ * another payload. The whole file was refused and nothing applied; the conflicts were recorded
+ * (genfill.ingress_conflicts) and the open releases built from the mirror moved to
+ * RECONCILIATION_REQUIRED. Exit 3, HTTP 409.
+ */
+export class IngressConflictError extends RefusedError {
+  constructor(
+    readonly dataset: string,
+    readonly conflicts: IngressConflict[],
+    readonly conflictIds: string[],
+    readonly releases: string[],
+  ) {
+    const first = conflicts[0];
+    const named = conflicts
+      .slice(0, 5)
+      .map((c) => `${JSON.stringify(c.key)} at revision ${c.revision}`)
+      .join(', ');
+    super(
+      `conflict in dataset ${dataset}: equal revision with another payload for key ${named}` +
+        `${conflicts.length > 5 ? ` and ${conflicts.length - 5} more` : ''}` +
+        `${first?.stored === null ? ' (two lines of the file disagree)' : ''}; the file was refused, nothing was applied. ` +
+        `Recorded as conflict ${conflictIds.map((id) => `#${id}`).join(', ')}` +
+        (releases.length > 0 ? `; moved to RECONCILIATION_REQUIRED: ${releases.join(', ')}` : '; no open release was moved') +
+        '. Ask the source which payload is right, send it at a higher revision, then repair and reconcile',
+    );
+  }
+}
+
 /** The database schema is newer than this code, or not migrated yet. */
 export class SchemaVersionError extends RefusedError {}
 

@@ -26,7 +26,9 @@ export const RELEASE_STATES = [
 export type ReleaseState = (typeof RELEASE_STATES)[number];
 
 export const TRANSITIONS: Readonly<Record<ReleaseState, readonly ReleaseState[]>> = {
-  DRAFT: ['SNAPSHOT_PINNED', 'CANCELLED'],
+  // → RECONCILIATION_REQUIRED from every open state: a column change of the captured source
+  // (the DDL event trigger of migration 0010) blocks the release, DRAFT included.
+  DRAFT: ['SNAPSHOT_PINNED', 'RECONCILIATION_REQUIRED', 'CANCELLED'],
   SNAPSHOT_PINNED: ['BUILDING', 'RECONCILIATION_REQUIRED', 'CANCELLED'],
   BUILDING: ['BUILT', 'INGRESS_SEALED', 'RECONCILIATION_REQUIRED', 'CANCELLED'],
   BUILT: ['RECONCILED', 'INGRESS_SEALED', 'RECONCILIATION_REQUIRED', 'CANCELLED'],

@@ -44,6 +44,13 @@ describe('configuration from the environment', () => {
     ]);
   });
 
+  it('reads GENFILL_TOMBSTONE_RETENTION as seconds, 7 days by default', () => {
+    expect(loadConfig({}).GENFILL_TOMBSTONE_RETENTION).toBe(7 * 86_400);
+    expect(loadConfig({ GENFILL_TOMBSTONE_RETENTION: '24h' }).GENFILL_TOMBSTONE_RETENTION).toBe(86_400);
+    expect(loadConfig({ GENFILL_TOMBSTONE_RETENTION: '30m' }).GENFILL_TOMBSTONE_RETENTION).toBe(1_800);
+    expect(loadConfig({ GENFILL_TOMBSTONE_RETENTION: '90s' }).GENFILL_TOMBSTONE_RETENTION).toBe(90);
+  });
+
   const bad: [string, string][] = [
     ['DATABASE_URL', 'mysql://x'],
     ['REDIS_URL', 'http://x'],
@@ -54,6 +61,8 @@ describe('configuration from the environment', () => {
     ['GENFILL_API_TOKENS', 'alice:root:0123456789abcdef'],
     ['GENFILL_REPLICA_URLS', 'postgres://ok/db,nope'],
     ['GENFILL_MAX_PENDING_EVENTS', '0'],
+    ['GENFILL_TOMBSTONE_RETENTION', '7 days'],
+    ['GENFILL_TOMBSTONE_RETENTION', '0d'],
     ['GENFILL_LOG_LEVEL', 'loud'],
     ['GENFILL_API_TRUST_PROXY', 'yes'],
     ['GENFILL_API_TRUST_PROXY', 'loopback,proxy.internal'],

@@ -38,6 +38,8 @@ export { assertSchemaCurrent, LATEST_VERSION, migrate } from './migrate.ts';
 export { findOverlapping, findRelease, getRelease, insertRelease, type ReleaseRow } from './releases.ts';
 export {
   latestThrottleDecision,
+  oldestPreparedTransaction,
+  type PreparedTransactions,
   receiptSummary,
   type ReceiptSummary,
   releaseList,

@@ -26,6 +26,8 @@ export const RELEASE_ACTIONS = {
   reconcile: 'reconcile',
   /** Written by the SQL function genfill.approve (migration 0004). */
   approve: 'approve',
+  /** → RECONCILIATION_REQUIRED: an ingested key came at a held revision with another payload (genfill.ingress_record_conflict, 0011). */
+  ingressConflict: 'ingress-conflict',
 } as const;
 export type ReleaseAction = (typeof RELEASE_ACTIONS)[keyof typeof RELEASE_ACTIONS];
 
@@ -34,6 +36,12 @@ export const DATASET_ACTIONS = {
   /** The adopted table moved into genfill_data (its name becomes the view). */
   adoptMove: 'adopt-move',
   adopt: 'adopt',
+  /** Events applied to the dataset's ingress mirror (genfill.ingest_apply, migration 0011). */
+  ingest: 'ingest',
+  /** An ingested file refused for a conflict, recorded with the releases it moved (genfill.ingress_record_conflict). */
+  ingestConflict: 'ingest-conflict',
+  /** Tombstones older than GENFILL_TOMBSTONE_RETENTION dropped (genfill.ingress_compact_tombstones). */
+  ingressCompact: 'ingress-compact',
 } as const;
 export type DatasetAction = (typeof DATASET_ACTIONS)[keyof typeof DATASET_ACTIONS];
 

@@ -48,6 +48,38 @@ export async function latestThrottleDecision(conn: Pick<Db, 'query'>, release: s
 }
 export type ThrottleDecisionSummary = NonNullable<Awaited<ReturnType<typeof latestThrottleDecision>>>;
 
+/**
+ * The prepared transaction with the oldest transaction id in the cluster (pg_prepared_xacts),
+ * or null. It stays in progress in every snapshot until COMMIT PREPARED or ROLLBACK PREPARED:
+ * its events reach no consumer before that, and it pins the xmin of every frontier taken
+ * meanwhile, which holds log pruning back (SPEC "Capture rules", invariant 15). Snapshots are
+ * cluster-wide, so one prepared in another database counts too.
+ */
+export async function oldestPreparedTransaction(conn: Pick<Db, 'query'>) {
+  const { rows } = await conn.query<{
+    gid: string;
+    xid: string;
+    database: string;
+    owner: string;
+    prepared: Date;
+    age_seconds: number;
+    count: number;
+  }>(
+    `SELECT gid, transaction::text AS xid, database, owner, prepared,
+            extract(epoch FROM clock_timestamp() - prepared)::float8 AS age_seconds, count(*) OVER ()::int AS count
+       FROM pg_catalog.pg_prepared_xacts
+      ORDER BY age(transaction) DESC, prepared
+      LIMIT 1`,
+  );
+  const r = rows[0];
+  if (!r) return null;
+  return {
+    count: r.count,
+    oldest: { gid: r.gid, xid: Number(r.xid), database: r.database, owner: r.owner, preparedAt: iso(r.prepared), ageSeconds: Math.max(0, r.age_seconds) },
+  };
+}
+export type PreparedTransactions = NonNullable<Awaited<ReturnType<typeof oldestPreparedTransaction>>>;
+
 export async function releaseStatus(db: Db, id: string) {
   return withTransaction(
     db,
@@ -83,6 +115,7 @@ export async function releaseStatus(db: Db, id: string) {
         counts: manifest ? await partitionCounts(conn, id) : {},
         dependencies: await dependencyPins(conn, id),
         throttle: await latestThrottleDecision(conn, id),
+        preparedTransactions: await oldestPreparedTransaction(conn),
         partitions: parts.map((p) => ({
           id: p.id,
           seq: p.seq,

@@ -3,7 +3,16 @@ import type { Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { InvalidInputError, type ReleaseState } from '@genfill/contracts';
 import { formatDuration, progressLine, ProgressMeter, releaseProgress, type ProgressSample, type Rates } from '@genfill/planner';
-import { latestThrottleDecision, releaseList, releaseStatus, type Db, type ReleaseStatus, type ThrottleDecisionSummary } from '@genfill/registry';
+import {
+  latestThrottleDecision,
+  oldestPreparedTransaction,
+  type PreparedTransactions,
+  releaseList,
+  releaseStatus,
+  type Db,
+  type ReleaseStatus,
+  type ThrottleDecisionSummary,
+} from '@genfill/registry';
 import type { Context } from '../context.ts';
 import { json } from '../io.ts';
 import { parseSeconds } from './planner.ts';
@@ -18,6 +27,16 @@ export function throttleSummary(t: ThrottleDecisionSummary | null): string {
   return `concurrency ${t.concurrency}, ${n(t.rowsPerSecond)} rows/s (${n(t.workerRowsPerSecond)}/worker × ${t.liveWorkers}); binding ${t.binding}${ratio}; ${t.action}${t.throttlePaused ? ', PAUSED' : ''}`;
 }
 
+/** The oldest prepared transaction in one line, and what it holds back. */
+export function preparedSummary(p: PreparedTransactions): string {
+  const o = p.oldest;
+  const more = p.count > 1 ? `; ${p.count} prepared transactions in all` : '';
+  return (
+    `prepared    '${o.gid}' (xid ${o.xid}, database ${o.database}, owner ${o.owner}) prepared at ${o.preparedAt}, ${formatDuration(o.ageSeconds)} ago: ` +
+    `it holds change-log consumption back until COMMIT PREPARED or ROLLBACK PREPARED '${o.gid}'${more}`
+  );
+}
+
 export function describeStatus(s: ReleaseStatus): string {
   const paused = [s.paused.operator && 'operator', s.paused.throttle && 'throttle'].filter(Boolean);
   const lines = [
@@ -29,6 +48,7 @@ export function describeStatus(s: ReleaseStatus): string {
     `submitted   by ${s.submittedBy} at ${s.submittedAt}; owner ${s.owner}; approvals required ${s.approvalsRequired}`,
   ];
   if (s.throttle || s.state === 'BUILDING') lines.push(`throttle    ${throttleSummary(s.throttle)}${s.throttle ? ` — ${s.throttle.at}` : ''}`);
+  if (s.preparedTransactions) lines.push(preparedSummary(s.preparedTransactions));
   if (s.manifest) {
     const c = s.manifest.coverage;
     const counts = Object.entries(s.counts).map(([k, v]) => `${k} ${v}`).join(', ');
@@ -130,9 +150,12 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         }
         if (!release) {
           const list = await releaseList(db);
+          // The list stays an array (GET /releases returns the same); a release's status has the field.
           if (opts.json) return json(ctx.io, list);
-          if (list.length === 0) return ctx.io.out('no releases: submit one with `genfill release submit <file>`');
+          if (list.length === 0) ctx.io.out('no releases: submit one with `genfill release submit <file>`');
           for (const r of list) ctx.io.out(`${r.release.padEnd(32)} ${r.state.padEnd(24)} ${r.dataset}/${r.generation}  [${r.range.from}, ${r.range.to})`);
+          const prepared = await oldestPreparedTransaction(db);
+          if (prepared) ctx.io.out(preparedSummary(prepared));
           return;
         }
         const status = await releaseStatus(db, release);

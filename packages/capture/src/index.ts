@@ -1,0 +1,12 @@
+// @genfill/capture: change capture (statement-level triggers into genfill.change_log), the
+// ingress mirror and `genfill ingest`, and the consumption primitive the projector and
+// catch-up share (SPEC "Capture rules", "Ingress", invariants 5 and 6).
+export { ConsumeIsolationError, type ConsumedBatch, type ConsumedEvent, type ConsumeOrder, type ConsumeRange, consumeBatch, consumeStatement, FrontierAheadError, newEventsStatement } from './consume.ts';
+export { contains, formatSnapshot, GENESIS_SNAPSHOT, parseSnapshot, type Snapshot, snapshotContains, visibleIn } from './snapshot.ts';
+export { installIngressMirror, type IngressMirror, type IngressMirrorInstall, ingressMirrorOf } from './ingress.ts';
+export { INGRESS_MAX_LINE_BYTES, type IngressEvent, ingressEventSchema, type MirrorShape, ndjsonLines, parseEventLine, type ParsedLine, type RawLine } from './ingress-events.ts';
+export { INGRESS_RETRY_AFTER_SECONDS, ingest, type IngestOptions, type IngestResult } from './ingress-ingest.ts';
+export { type CaptureInstall, type CaptureRemove, installCapture, removeCapture } from './capture.ts';
+export { CaptureRefusedError, chooseKey, type ChosenKey, type KeyCandidate } from './capture-checks.ts';
+export { CAPTURE_EVENTS, type CaptureEvent, triggerName } from './capture-sql.ts';
+export { captureStatus, type CaptureStatus } from './capture-status.ts';

@@ -1,0 +1,256 @@
+// `genfill ingest <dataset> <file.ndjson>` and `POST /datasets/:ds/events`: apply a source's
+// events to its ingress mirror (SPEC "Ingress", invariant 5; seed 003's drill).
+//
+// How a plain operator streams a million lines under the privilege model: the lines are
+// checked here as they arrive (zod, the mirror's shape) and, in batches, inserted into a
+// temporary table of the caller's own session (a person may create those; nothing else of
+// genfill is writable to them), then ONE verb, genfill.ingest_apply (SECURITY DEFINER), reads
+// that table and applies it in the same transaction: locks the keys in key order, compares
+// revisions, writes the winners to the mirror and the change log. So the file is never held
+// in memory, and a malformed line — any line — rolls the transaction back before the verb
+// runs: the temporary table vanishes with it and nothing is written.
+//
+// The batches are `INSERT … SELECT FROM jsonb_array_elements($json)` of ~5,000 raw lines:
+// pg-copy-streams (COPY FROM STDIN) is not in the stack, and one JSON array parameter costs
+// the server one parse per batch where a jsonb[] parameter costs an array-literal escape per
+// line in JavaScript. The next batch is parsed while the previous one is in flight.
+//
+// A refused file for a conflict takes two transactions: the apply raises and rolls back
+// (nothing applied), then genfill.ingress_record_conflict records the conflict and moves the
+// open releases to RECONCILIATION_REQUIRED. Tombstone compaction runs after the commit, in its
+// own short transaction, and is skipped while another ingest of the mirror runs.
+import {
+  IngressBusyError,
+  IngressConflictError,
+  InvalidInputError,
+  type IngressConflict,
+  type Problem,
+} from '@genfill/contracts';
+import { asPrincipal, verbError, type Conn, type Db } from '@genfill/registry';
+import { ingressMirrorOf, type IngressMirror } from './ingress.ts';
+import { ndjsonLines, parseEventLine } from './ingress-events.ts';
+
+/** Lines per INSERT into the staging table, and the byte size that flushes a batch earlier. */
+const BATCH_LINES = 5_000;
+const BATCH_BYTES = 4 * 1024 * 1024;
+/** Bad lines listed one by one; past this the answer counts the rest. */
+const MAX_LISTED_PROBLEMS = 1_000;
+/** What a busy answer asks the caller to wait (HTTP Retry-After). */
+export const INGRESS_RETRY_AFTER_SECONDS = 5;
+
+export interface IngestOptions {
+  /** GENFILL_MAX_PENDING_EVENTS */
+  maxPending: number;
+  /** GENFILL_TOMBSTONE_RETENTION, seconds */
+  tombstoneRetentionSeconds: number;
+  /** The API's token subject; the CLI's principal is its login (session_user). */
+  principal?: string | null;
+}
+
+export interface IngestResult {
+  dataset: string;
+  /** The mirror (genfill.captures.source_table). */
+  sourceTable: string;
+  /** Events in the file (non-blank lines). */
+  events: number;
+  /** Winners: applied to the mirror and written to the change log, one per key. */
+  applied: number;
+  upserts: number;
+  deletes: number;
+  /** Stale or repeated (and lines superseded by a later revision in the same file): no-ops, not logged. */
+  stale: number;
+  /** At or below the compaction watermark for a key genfill holds nothing for: not applied. */
+  refused: number;
+  /** The first refused keys. */
+  refusedKeys: Record<string, unknown>[];
+  /** Tombstones compacted after the commit; null when skipped (another ingest ran) or failed. */
+  compactedTombstones: number | null;
+}
+
+interface ApplyRow {
+  events: string;
+  applied: string;
+  upserts: string;
+  deletes: string;
+  stale: string;
+  refused: string;
+  refused_keys: Record<string, unknown>[];
+  source_table: string;
+}
+
+interface PgError {
+  code?: string;
+  message: string;
+  detail?: string;
+}
+
+/** Raised inside the apply transaction; recorded after its rollback. */
+class Conflicted extends Error {
+  constructor(readonly conflicts: IngressConflict[]) {
+    super('conflict');
+  }
+}
+
+function problemsOf(detail: string | undefined, fallback: string): Problem[] {
+  try {
+    const list = JSON.parse(detail ?? '') as { line: number | null; message: string }[];
+    return list.map((p) => ({ path: p.line === null ? '' : `line ${p.line}`, message: p.message }));
+  } catch {
+    return [{ path: '', message: fallback }];
+  }
+}
+
+/** The apply verb's refusals as named errors. */
+function applyError(err: unknown, dataset: string): unknown {
+  const e = err as PgError;
+  switch (e?.code) {
+    case 'GFI01':
+      return new InvalidInputError(problemsOf(e.detail, e.message), { cause: err });
+    case 'GFB01': {
+      const d = JSON.parse(e.detail ?? '{}') as { pending?: number; events?: number; max?: number };
+      return new IngressBusyError(dataset, d.pending ?? 0, d.events ?? 0, d.max ?? 0, INGRESS_RETRY_AFTER_SECONDS);
+    }
+    case 'GFX01':
+      return new Conflicted(JSON.parse(e.detail ?? '[]') as IngressConflict[]);
+    default:
+      return verbError(err);
+  }
+}
+
+/** Stage the stream's events in pg_temp.ingress_events; returns the count, or throws InvalidInputError. */
+async function stage(conn: Conn, mirror: IngressMirror, input: AsyncIterable<Buffer | string>, maxPending: number): Promise<number> {
+  // Temporary tables past temp_buffers (8 MB by default) go to disk; the apply's working tables
+  // of a large file are hundreds of MB. A session may raise it only before it first touches a
+  // temporary table (a pooled connection that already did keeps its value). Memory is taken
+  // as used, not up front.
+  await conn.query('SAVEPOINT gf_temp_buffers');
+  await conn.query(`SET temp_buffers = '256MB'`).then(
+    () => conn.query('RELEASE SAVEPOINT gf_temp_buffers'),
+    () => conn.query('ROLLBACK TO SAVEPOINT gf_temp_buffers'),
+  );
+  await conn.query('CREATE TEMPORARY TABLE ingress_events (line integer, key jsonb, revision bigint, op text, row jsonb) ON COMMIT DROP');
+  // The verb runs as genfill_owner: it reads this session's table, nothing else may.
+  await conn.query('GRANT SELECT ON pg_temp.ingress_events TO genfill_owner');
+
+  const problems: Problem[] = [];
+  let bad = 0;
+  let events = 0;
+  let lines: number[] = [];
+  let texts: string[] = [];
+  let bytes = 0;
+  let inflight: Promise<void> = Promise.resolve();
+  let failed: unknown = null;
+
+  const flush = async () => {
+    if (texts.length === 0) return;
+    const batch = { lines, json: `[${texts.join(',')}]` };
+    lines = [];
+    texts = [];
+    bytes = 0;
+    await inflight;
+    if (failed) throw failed;
+    inflight = conn
+      .query(
+        `INSERT INTO pg_temp.ingress_events (line, key, revision, op, row)
+         SELECT x.line, x.v -> 'key', (x.v ->> 'revision')::numeric::bigint, x.v ->> 'op', nullif(x.v -> 'row', 'null')
+           FROM ROWS FROM (unnest($1::integer[]), jsonb_array_elements($2::jsonb)) AS x (line, v)`,
+        [batch.lines, batch.json],
+      )
+      .then(
+        () => undefined,
+        (err: unknown) => void (failed = err),
+      );
+  };
+
+  for await (const chunk of ndjsonLines(input)) {
+    for (const raw of chunk) {
+      events++;
+      const parsed = raw.text === null ? { ok: false as const, message: raw.problem ?? 'unreadable' } : parseEventLine(raw.text, mirror);
+      if (!parsed.ok) {
+        bad++;
+        if (problems.length < MAX_LISTED_PROBLEMS) problems.push({ path: `line ${raw.n}`, message: parsed.message });
+        continue;
+      }
+      // Once anything is wrong the file is refused: stop sending, keep reading for every bad line.
+      if (bad > 0 || events > maxPending) continue;
+      lines.push(raw.n);
+      texts.push(parsed.text);
+      bytes += parsed.text.length;
+      if (texts.length >= BATCH_LINES || bytes >= BATCH_BYTES) await flush();
+    }
+  }
+  if (bad > MAX_LISTED_PROBLEMS) problems.push({ path: '', message: `and ${bad - MAX_LISTED_PROBLEMS} more malformed lines` });
+  if (events > maxPending) {
+    problems.push({
+      path: '',
+      message: `${events} events in one file, more than GENFILL_MAX_PENDING_EVENTS (${maxPending}): split the file (busy is for the dataset, this is the file)`,
+    });
+  }
+  if (problems.length > 0) {
+    await inflight;
+    throw new InvalidInputError(problems);
+  }
+  await flush();
+  await inflight;
+  if (failed) throw failed;
+  return events;
+}
+
+/**
+ * Apply an NDJSON stream of `{key, revision, op, row}` events to the dataset's ingress mirror.
+ * Throws InvalidInputError (nothing written) for malformed lines or a file over the bound,
+ * IngressBusyError at the pending bound, IngressConflictError for an equal revision with
+ * another payload (nothing applied; recorded), RefusedError when the source is not a mirror.
+ */
+export async function ingest(db: Db, dataset: string, input: AsyncIterable<Buffer | string>, opts: IngestOptions): Promise<IngestResult> {
+  const mirror = await ingressMirrorOf(db, dataset);
+  let applied: ApplyRow;
+  try {
+    applied = await asPrincipal(db, opts.principal, async (conn) => {
+      await stage(conn, mirror, input, opts.maxPending);
+      try {
+        const { rows } = await conn.query<ApplyRow>('SELECT * FROM genfill.ingest_apply($1, $2)', [dataset, opts.maxPending]);
+        return rows[0]!;
+      } catch (err) {
+        throw applyError(err, dataset);
+      }
+    });
+  } catch (err) {
+    if (!(err instanceof Conflicted)) throw err;
+    // Second transaction: the evidence, and the releases it blocks.
+    const recorded = await asPrincipal(db, opts.principal, async (conn) => {
+      try {
+        const { rows } = await conn.query<{ conflict_ids: string[]; releases: string[] }>(
+          'SELECT * FROM genfill.ingress_record_conflict($1, $2)',
+          [dataset, JSON.stringify(err.conflicts)],
+        );
+        return rows[0]!;
+      } catch (e) {
+        throw verbError(e);
+      }
+    });
+    throw new IngressConflictError(dataset, err.conflicts, recorded.conflict_ids.map(String), recorded.releases);
+  }
+
+  // Housekeeping after the commit: a failure leaves the events committed; the next ingest compacts.
+  const compacted = await asPrincipal(db, opts.principal, async (conn) => {
+    const { rows } = await conn.query<{ n: string | null }>('SELECT genfill.ingress_compact_tombstones($1, make_interval(secs => $2)) AS n', [
+      dataset,
+      opts.tombstoneRetentionSeconds,
+    ]);
+    return rows[0]!.n === null ? null : Number(rows[0]!.n);
+  }).catch(() => null);
+
+  return {
+    dataset,
+    sourceTable: applied.source_table,
+    events: Number(applied.events),
+    applied: Number(applied.applied),
+    upserts: Number(applied.upserts),
+    deletes: Number(applied.deletes),
+    stale: Number(applied.stale),
+    refused: Number(applied.refused),
+    refusedKeys: applied.refused_keys,
+    compactedTombstones: compacted,
+  };
+}

@@ -329,8 +329,13 @@ async function ingest(): Promise<void> {
     `ingest: ${n(large.lines)} lines at ${n(large.eventsPerSecond.median)} events/s wall (process start included), ` +
       `${n(marginal)} events/s between the two sizes (target ≥ 50,000)`,
   );
-  log(`ingest: max RSS ${n(large.lines)}/${n(small.lines)} lines: ${rssRatio.toFixed(2)}× for ${(large.lines / small.lines).toFixed(0)}× the file (${rssRatio <= 1.25 ? 'flat' : 'NOT flat'})`);
-  report.ingest = { available: true, runs, sizes, marginalEventsPerSecond: marginal, rssRatio };
+  // Bytes per extra line tells a leak (a constant per line) from a heap that settles.
+  const perLine = ((large.maxRssMb.median - small.maxRssMb.median) * 1024 * 1024) / (large.lines - small.lines);
+  log(
+    `ingest: max RSS ${n(large.lines)}/${n(small.lines)} lines: ${rssRatio.toFixed(2)}× for ${(large.lines / small.lines).toFixed(0)}× the file, ` +
+      `+${(large.maxRssMb.median - small.maxRssMb.median).toFixed(0)} MB = ${perLine.toFixed(0)} bytes per extra line (${rssRatio <= 1.25 ? 'flat' : 'NOT flat'})`,
+  );
+  report.ingest = { available: true, runs, sizes, marginalEventsPerSecond: marginal, rssRatio, rssBytesPerExtraLine: perLine };
 }
 
 try {

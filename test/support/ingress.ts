@@ -71,7 +71,16 @@ export async function keyState(pool: pg.Pool, table: string, id: number): Promis
 }
 
 /** Row counts of everything an ingest writes. */
-export async function ingressCounts(pool: pg.Pool, table: string): Promise<Record<string, number>> {
+export interface IngressCounts {
+  mirror: number;
+  change_log: number;
+  ingress_keys: number;
+  conflicts: number;
+  dataset_log: number;
+  release_log: number;
+}
+
+export async function ingressCounts(pool: pg.Pool, table: string): Promise<IngressCounts> {
   const { rows } = await pool.query(
     `SELECT (SELECT count(*)::int FROM ${table}) AS mirror,
             (SELECT count(*)::int FROM genfill.change_log) AS change_log,

@@ -5,7 +5,7 @@
 // bench/capture.ts --only consume measures the time.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createPool, migrate } from '@genfill/registry';
-import { consumeStatement } from '../src/index.ts';
+import { consumeStatement, parseSnapshot } from '../src/index.ts';
 import { createTestDatabase, keepOnFailure } from '../../../test/support/db.ts';
 
 const tdb = await createTestDatabase('consume_plan');
@@ -75,7 +75,7 @@ async function explain(text: string, values: unknown[]): Promise<PlanNode> {
 describe('the consumption query behind a long transaction', () => {
   it('reads the source/txid index of the partitions below xmax(S) and only the rows it needs', async () => {
     // The long transaction is in progress in F (snapshots are cluster-wide: others may be too).
-    expect(F.split(':')[2]!.split(',')).toContain(String(longXid));
+    expect(parseSnapshot(F).xip).toContain(BigInt(longXid));
     const q = consumeStatement({ sourceTable: SOURCE, from: F, to: S, order: 'event' });
     const plan = await explain(q.text, q.values);
     const scans = nodes(plan).filter((n) => n['Relation Name']?.startsWith('change_log'));

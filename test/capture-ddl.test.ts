@@ -5,17 +5,13 @@
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { runCli } from './support/cli.ts';
-import { createTestDatabase, keepOnFailure } from './support/db.ts';
+import { createTestDatabase, keepOnFailure, urlAs as urlOf } from './support/db.ts';
 
 const db = await createTestDatabase('capture_ddl');
 const OWNER = 'genfill_capture_owner';
 const STRANGER = 'genfill_capture_stranger';
 
-const urlAs = (login: string) => {
-  const u = new URL(db.url);
-  u.username = login;
-  return u.toString();
-};
+const urlAs = (login: string) => urlOf(db, login);
 const clients: pg.Client[] = [];
 async function connectAs(login: string | null): Promise<pg.Client> {
   const c = new pg.Client({ connectionString: login ? urlAs(login) : db.url });

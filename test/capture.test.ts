@@ -6,7 +6,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { runCli } from './support/cli.ts';
-import { createTestDatabase, keepOnFailure } from './support/db.ts';
+import { createTestDatabase, keepOnFailure, urlAs as urlOf } from './support/db.ts';
 import { createExampleSchema, dailyRelease, seedOrders, workspace, writeRelease } from './support/fixtures.ts';
 import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
 
@@ -17,11 +17,7 @@ const WRITER = 'genfill_capture_writer';
 const OUTSIDER = 'genfill_capture_outsider';
 const OPERATOR = 'genfill_capture_operator';
 
-const urlAs = (login: string) => {
-  const u = new URL(db.url);
-  u.username = login;
-  return u.toString();
-};
+const urlAs = (login: string) => urlOf(db, login);
 const env = (login?: string) => ({
   DATABASE_URL: login ? urlAs(login) : db.url,
   REDIS_URL,

@@ -12,7 +12,7 @@ import { startApi, type ApiServer } from '@genfill/api';
 import { loadConfig, RELEASE_STATES, TRANSITIONS } from '@genfill/contracts';
 import { createLogger } from '@genfill/observability';
 import { runCli } from './support/cli.ts';
-import { createTestDatabase, keepOnFailure } from './support/db.ts';
+import { createTestDatabase, keepOnFailure, urlAs as urlOf } from './support/db.ts';
 import { createExampleSchema, dailyRelease, registryCounts, seedOrders, workspace, writeRelease } from './support/fixtures.ts';
 import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
 import { exited, waitFor } from './support/wait.ts';
@@ -30,12 +30,7 @@ const LOGINS = {
 } as const;
 type Login = keyof typeof LOGINS;
 
-function urlAs(login: Login): string {
-  const u = new URL(db.url);
-  u.username = login;
-  u.password = '';
-  return u.toString();
-}
+const urlAs = (login: Login) => urlOf(db, login);
 const envAs = (login: Login) => ({
   DATABASE_URL: urlAs(login),
   REDIS_URL,

@@ -63,3 +63,11 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
 export function keepOnFailure(db: TestDatabase): void {
   onTestFailed(() => db.keep());
 }
+
+/** A connection string for another login role on the test database (no password: trust auth). */
+export function urlAs(db: { url: string }, login: string): string {
+  const u = new URL(db.url);
+  u.username = login;
+  u.password = '';
+  return u.toString();
+}

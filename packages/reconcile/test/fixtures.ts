@@ -9,7 +9,7 @@ import pg from 'pg';
 import { buildPartition, claimPartition } from '@genfill/builder';
 import { adoptDataset, planRelease, startBuilding, submitRelease } from '@genfill/planner';
 import { migrate, type Db } from '@genfill/registry';
-import type { TestDatabase } from '../../../test/support/db.ts';
+import { urlAs, type TestDatabase } from '../../../test/support/db.ts';
 import { createExampleSchema, exampleRelease, workspace, writeRelease } from '../../../test/support/fixtures.ts';
 
 export const LEGACY_TRANSFORM = `SELECT s.order_id, s.created_at, s.region, s.amount_cents,
@@ -122,12 +122,7 @@ export function dayPartition(iso: string): string {
   return `b-${iso.slice(0, 10).replace(/-/g, '')}T000000Z`;
 }
 
-/** A connection string for another login role on the test database. */
-export function urlAs(tdb: TestDatabase, role: string): string {
-  const u = new URL(tdb.url);
-  u.username = role;
-  return u.toString();
-}
+export { urlAs };
 
 export async function queryAs<T extends pg.QueryResultRow>(tdb: TestDatabase, role: string, text: string, values: unknown[] = []): Promise<T[]> {
   const c = new pg.Client({ connectionString: urlAs(tdb, role) });

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 
-const compose = parse(readFileSync(new URL('../docker-compose.yml', import.meta.url), 'utf8'));
+const compose = parse(readFileSync(new URL('../docker-compose.yml', import.meta.url), 'utf8'), { merge: true });
 
 describe('docker-compose.yml', () => {
   it('runs PostgreSQL 15 on the default DATABASE_URL port with trust auth', () => {
@@ -21,5 +21,22 @@ describe('docker-compose.yml', () => {
     const args: string[] = redis.command;
     expect(args[args.indexOf('--maxmemory-policy') + 1]).toBe('noeviction');
     expect(args[args.indexOf('--appendonly') + 1]).toBe('yes');
+  });
+
+  it('has a fleet profile building the image and running api, planner, two workers, projector and reconciler after migrate', () => {
+    const fleet = Object.entries(compose.services as Record<string, any>).filter(([, svc]) => svc.profiles?.includes('fleet'));
+    const byCommand = Object.fromEntries(fleet.map(([, svc]) => [svc.command[0], svc]));
+    expect(Object.keys(byCommand).sort()).toEqual(['api', 'migrate', 'planner', 'projector', 'reconciler', 'worker']);
+    expect(byCommand.worker.deploy.replicas).toBe(2);
+    for (const [name, svc] of fleet) {
+      expect(svc.build, name).toBe('.');
+      expect(svc.read_only, `${name}: read-only root filesystem`).toBe(true);
+      expect(svc.environment, name).toMatchObject({ DATABASE_URL: 'postgres://postgres@postgres:5432/postgres', REDIS_URL: 'redis://redis:6379', GENFILL_METRICS_PORT: '9464' });
+      if (name === 'migrate') expect(svc.depends_on).toEqual({ postgres: { condition: 'service_healthy' }, redis: { condition: 'service_healthy' } });
+      else expect(svc.depends_on, `${name} starts after the migration`).toEqual({ migrate: { condition: 'service_completed_successfully' } });
+    }
+    // The default `docker compose up` still starts PostgreSQL and Redis only.
+    expect(compose.services.postgres.profiles).toBeUndefined();
+    expect(compose.services.redis.profiles).toBeUndefined();
   });
 });

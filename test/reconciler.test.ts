@@ -102,7 +102,7 @@ describe('genfill reconciler (running)', () => {
     const port = await freePort();
     const service = spawnGenfill(['reconciler', '--interval', '3600'], { cwd: workspace(), env: { ...env, GENFILL_METRICS_PORT: String(port) } });
     running.add(service);
-    await waitFor('the reconciler to start', async () => service.stderr().includes(`"metricsPort":${port},"msg":"reconciler started"`), 30_000);
+    await waitFor('the reconciler to start', async () => service.stderr().includes(`"metricsPort":${port},"msg":"serving /metrics, /healthz and /readyz"`) && service.stderr().includes('"reconciler started"'), 30_000);
     const metrics = await fetch(`http://127.0.0.1:${port}/metrics`);
     expect(metrics.status).toBe(200);
     expect(await metrics.text()).toMatch(/genfill_process_cpu_seconds_total\{service="reconciler"\}/);

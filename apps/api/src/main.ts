@@ -1,30 +1,30 @@
-// The API service's entry point: parse configuration, wire the logger, start the server in
-// @genfill/api, stop on SIGTERM/SIGINT.
-//   node --import tsx apps/api/src/main.ts
-import { pathToFileURL } from 'node:url';
-import { exitCodeOf, loadConfig } from '@genfill/contracts';
+// The API service's entry point (two replicas behind the Service in deploy/): status,
+// operator actions, pinned reads, ingress, /metrics and Bull Board at /admin/queues on
+// GENFILL_API_PORT (or --port). SIGTERM: /readyz turns 503, the server stops accepting
+// requests and closes its connections, exit 0.
+//   node --import tsx apps/api/src/main.ts [--port n]
+//   genfill api …   (the same service)
 import { startApi } from '@genfill/api';
-import { createLogger } from '@genfill/observability';
+import { defineService, flag, runIfMain, untilStopped } from '@genfill/service';
 
-export async function start(env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  let log = createLogger('api');
-  try {
-    const config = loadConfig(env);
-    log = createLogger('api', config.GENFILL_LOG_LEVEL);
-    const server = await startApi({ config, log });
-    const signal = await new Promise<NodeJS.Signals>((resolve) => {
-      process.once('SIGTERM', () => resolve('SIGTERM'));
-      process.once('SIGINT', () => resolve('SIGINT'));
-    });
-    log.info({ signal }, 'stopping');
+export const api = defineService({
+  name: 'api',
+  summary:
+    'the HTTP API: /healthz, /metrics, /releases (status, pause, resume, cancel) and Bull Board at /admin/queues, ' +
+    'behind GENFILL_API_TOKENS (bearer tokens, or a login cookie for browsers); SIGTERM stops it',
+  flags: {
+    port: flag.port('listen here instead of GENFILL_API_PORT (default 3000)'),
+  },
+  pool: () => ({ max: 8 }),
+  async run({ args, config, log, db, metrics, signal, out }) {
+    const server = await startApi({ config, log, db, registry: metrics, port: args.port });
+    out(`genfill api listening on http://localhost:${server.port} — Bull Board at /admin/queues (log in at /login)`);
+    await untilStopped(signal);
     await server.close();
-    return 0;
-  } catch (err) {
-    log.fatal({ err }, 'api failed');
-    return exitCodeOf(err);
-  }
-}
+    log.info('api stopped');
+  },
+});
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  process.exitCode = await start();
-}
+export const start = (argv?: string[]) => api.main(argv);
+
+await runIfMain(import.meta.url, api);

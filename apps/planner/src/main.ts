@@ -1,40 +1,55 @@
-// The planner service's entry point (one Deployment replica is enough; two are harmless):
-// parse configuration, wire the logger, handle signals, run the loop in @genfill/planner.
-//   node --import tsx apps/planner/src/main.ts [--interval <seconds>] [--once]
-import { pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
+// The planner service's entry point (one replica is enough; two are harmless): every
+// --interval seconds, move SNAPSHOT_PINNED releases to BUILDING and enqueue the unfinished
+// partitions of BUILDING ones, re-applying the operator pause; between rounds it executes the
+// people's plan and repair requests. SIGTERM stops it after the round (exit 0).
+//   node --import tsx apps/planner/src/main.ts [--interval <seconds>] [--once [--json]]
+//   genfill planner …   (the same service)
 import { repairRequest } from '@genfill/builder';
-import { exitCodeOf, InvalidInputError, loadConfig } from '@genfill/contracts';
-import { createLogger } from '@genfill/observability';
-import { runPlannerService, stopOnSignals } from '@genfill/planner';
+import { runPlannerService, type RoundResult } from '@genfill/planner';
+import { defineService, flag, runIfMain } from '@genfill/service';
 
-export async function start(argv: string[] = process.argv.slice(2), env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  let log = createLogger('planner');
-  try {
-    let values: { interval: string; once: boolean };
-    try {
-      values = parseArgs({ args: argv, options: { interval: { type: 'string', default: '10' }, once: { type: 'boolean', default: false } } }).values;
-    } catch (err) {
-      throw new InvalidInputError((err as Error).message);
+function describeRound(r: RoundResult): string {
+  const lines = [`planner round at ${r.at}: ${r.releases.length} release${r.releases.length === 1 ? '' : 's'} to serve${r.redis ? '' : ' (Redis not answering: nothing enqueued)'}`];
+  for (const x of r.releases) {
+    if (x.error) lines.push(`  ${x.release}  error: ${x.error}`);
+    else if (x.added === null) lines.push(`  ${x.release}  ${x.state}${x.started ? ' (started)' : ''}`);
+    else {
+      lines.push(
+        `  ${x.release}  ${x.state}${x.started ? ' (started)' : ''}: ${x.added} added, ${x.requeued} requeued, ` +
+          `${x.unfinished} unfinished, queue ${x.queuePaused ? 'paused' : 'running'}`,
+      );
     }
-    const intervalSeconds = Number(values.interval);
-    if (!(intervalSeconds > 0)) throw new InvalidInputError([{ path: '--interval', message: `must be a positive number of seconds, got ${values.interval}` }]);
-    const config = loadConfig(env);
-    log = createLogger('planner', config.GENFILL_LOG_LEVEL);
-    const controller = new AbortController();
-    const unhook = stopOnSignals(controller, log);
-    try {
-      await runPlannerService({ config, log, intervalSeconds, once: values.once, signal: controller.signal, requestHandlers: { repair: repairRequest } });
-    } finally {
-      unhook();
-    }
-    return 0;
-  } catch (err) {
-    log.fatal({ err }, 'planner failed');
-    return exitCodeOf(err);
   }
+  return lines.join('\n');
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  process.exitCode = await start();
-}
+export const planner = defineService({
+  name: 'planner',
+  summary:
+    'the planner service: every --interval seconds, move SNAPSHOT_PINNED releases to BUILDING and enqueue the unfinished ' +
+    'partitions of BUILDING ones (all, or those in GENFILL_RELEASE), re-applying the operator pause; SIGTERM stops it after the round',
+  flags: {
+    interval: flag.seconds('time between rounds', 10),
+    once: flag.boolean('run one round, print it, and exit'),
+    json: flag.boolean('with --once: print the round as JSON'),
+  },
+  pool: () => ({ max: 4, fleet: true }),
+  async run({ args, config, log, db, metrics, signal, out }) {
+    const result = await runPlannerService({
+      config,
+      log,
+      db,
+      registry: metrics,
+      signal,
+      intervalSeconds: args.interval,
+      once: args.once,
+      requestHandlers: { repair: repairRequest },
+    });
+    if (!args.once || !result.last) return;
+    out(args.json ? JSON.stringify(result.last, null, 2) : describeRound(result.last));
+  },
+});
+
+export const start = (argv?: string[]) => planner.main(argv);
+
+await runIfMain(import.meta.url, planner);

@@ -3,6 +3,7 @@
 // the workers so that N worker replicas do not report the same queue N times.
 import type { RequestHandler } from 'express';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { OPEN_STATES } from '@genfill/contracts';
 import type { Logger } from '@genfill/observability';
 import { redisAnswers, withDeadline, type Redis } from '@genfill/queue';
 import type { Db } from '@genfill/registry';
@@ -15,7 +16,7 @@ const JOB_STATES = ['waiting', 'active', 'delayed', 'failed', 'completed'] as co
 interface Snapshot {
   queues: { release: string; counts: Record<string, number>; paused: boolean }[];
   partitions: { release: string; status: string; n: number }[];
-  flags: { release: string; operator: boolean; throttle: boolean }[];
+  flags: { release: string; operator: boolean; throttle: boolean; deadline: number; open: boolean }[];
 }
 
 /**
@@ -53,9 +54,11 @@ export function registerQueueGauges(registry: Registry, deps: { db: Db; redis: R
           'SELECT release, status, count(*)::int AS n FROM genfill.partitions WHERE release = ANY($1::text[]) GROUP BY 1, 2 ORDER BY 1, 2',
           [ids],
         ),
-        deps.db.query<{ release: string; operator: boolean; throttle: boolean }>(
-          'SELECT id AS release, operator_paused AS operator, throttle_paused AS throttle FROM genfill.releases WHERE id = ANY($1::text[])',
-          [ids],
+        deps.db.query<{ release: string; operator: boolean; throttle: boolean; deadline: number; open: boolean }>(
+          `SELECT id AS release, operator_paused AS operator, throttle_paused AS throttle,
+                  extract(epoch FROM deadline)::float8 AS deadline, state = ANY($2::text[]) AS open
+             FROM genfill.releases WHERE id = ANY($1::text[])`,
+          [ids, OPEN_STATES],
         ),
       ]);
       out.partitions = parts.rows;
@@ -127,6 +130,17 @@ export function registerQueueGauges(registry: Registry, deps: { db: Db; redis: R
         this.set({ release: f.release, flag: 'operator' }, f.operator ? 1 : 0);
         this.set({ release: f.release, flag: 'throttle' }, f.throttle ? 1 : 0);
       }
+    },
+  });
+  new Gauge({
+    name: 'genfill_release_deadline_timestamp_seconds',
+    help: 'The deadline of each open release (not yet ACTIVE, cancelled or rolled back), as a Unix time; alert when time() passes it',
+    labelNames: ['release'] as const,
+    registers,
+    async collect() {
+      const s = await snapshot();
+      this.reset();
+      for (const f of s.flags) if (f.open) this.set({ release: f.release }, f.deadline);
     },
   });
 }

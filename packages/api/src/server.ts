@@ -4,7 +4,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '@genfill/contracts';
-import { createMetricsRegistry, serveMetrics, type Logger, type MetricsServer, type Registry } from '@genfill/observability';
+import { createMetricsRegistry, type Logger, type Registry } from '@genfill/observability';
 import { createServiceRedis, type Redis } from '@genfill/queue';
 import { assertSchemaCurrent, createPool, type Db } from '@genfill/registry';
 import { createApp } from './app.ts';
@@ -20,6 +20,11 @@ export interface ApiServerOptions {
   host?: string;
   /** A registry pool to use; otherwise the API makes and closes its own. */
   db?: Db;
+  /**
+   * The process's metrics registry (made here when omitted). apps/api (@genfill/service) also
+   * serves it on GENFILL_METRICS_PORT with the probes' /healthz and /readyz.
+   */
+  registry?: Registry;
 }
 
 export interface ApiServer {
@@ -36,7 +41,6 @@ export async function startApi(o: ApiServerOptions): Promise<ApiServer> {
   let redis: Redis | undefined;
   let queues: ReleaseQueues | undefined;
   let server: Server | undefined;
-  let metricsServer: MetricsServer | undefined;
 
   const close = async () => {
     if (server?.listening) {
@@ -47,7 +51,6 @@ export async function startApi(o: ApiServerOptions): Promise<ApiServer> {
         s.closeAllConnections();
       });
     }
-    await metricsServer?.close();
     await queues?.close();
     await redis?.quit().catch(() => redis?.disconnect());
     if (!o.db) await db.end();
@@ -56,7 +59,7 @@ export async function startApi(o: ApiServerOptions): Promise<ApiServer> {
   try {
     await assertSchemaCurrent(db);
     redis = createServiceRedis(config.REDIS_URL, log);
-    const registry = createMetricsRegistry('api');
+    const registry = o.registry ?? createMetricsRegistry('api');
     queues = new ReleaseQueues(db, redis, config.GENFILL_QUEUE_PREFIX, log);
     registerQueueGauges(registry, { db, redis, queues, log });
     const app = createApp({ db, redis, prefix: config.GENFILL_QUEUE_PREFIX, tokens, sessions: new SessionStore(), queues, registry, log, trustProxy: config.GENFILL_API_TRUST_PROXY,
@@ -68,11 +71,9 @@ export async function startApi(o: ApiServerOptions): Promise<ApiServer> {
       s.once('error', reject);
       s.listen(o.port ?? config.GENFILL_API_PORT, o.host, () => resolve());
     });
-    // Every service can also be scraped on GENFILL_METRICS_PORT; the API's own port has it too.
-    if (config.GENFILL_METRICS_PORT !== undefined) metricsServer = await serveMetrics(registry, { port: config.GENFILL_METRICS_PORT });
     const port = (s.address() as AddressInfo).port;
     if (tokens.size === 0) log.warn('GENFILL_API_TOKENS is not set: every route but /healthz, /metrics and /login answers 401');
-    log.info({ port, prefix: config.GENFILL_QUEUE_PREFIX, tokens: tokens.size, trustProxy: config.GENFILL_API_TRUST_PROXY ?? false, metricsPort: metricsServer?.port ?? null }, 'api listening');
+    log.info({ port, prefix: config.GENFILL_QUEUE_PREFIX, tokens: tokens.size, trustProxy: config.GENFILL_API_TRUST_PROXY ?? false }, 'api listening');
     return { port, url: `http://127.0.0.1:${port}`, registry, close };
   } catch (err) {
     await close();

@@ -7,7 +7,14 @@ import { ConfigError, type Problem } from './errors.ts';
 const postgresUrl = z
   .string()
   .refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// URL');
-const redisUrl = z.string().refine((v) => /^rediss?:\/\//.test(v) && URL.canParse(v), 'must be a redis:// URL');
+/** One server (redis://, rediss://) or a Redis Cluster by its seed nodes (redis+cluster://host:port,host:port). */
+const REDIS_CLUSTER_URL = /^rediss?\+cluster:\/\/([^@/]*@)?[^/?#@,:]+:\d{1,5}(,[^/?#@,:]+:\d{1,5})*\/?$/;
+const redisUrl = z
+  .string()
+  .refine(
+    (v) => (/^rediss?:\/\//.test(v) && URL.canParse(v)) || REDIS_CLUSTER_URL.test(v),
+    'must be a redis:// URL, or redis+cluster://host:port[,host:port…] for a Redis Cluster',
+  );
 const list = <T extends z.ZodType<unknown, string>>(item: T) =>
   z
     .string()

@@ -51,9 +51,16 @@ describe('configuration from the environment', () => {
     expect(loadConfig({ GENFILL_TOMBSTONE_RETENTION: '90s' }).GENFILL_TOMBSTONE_RETENTION).toBe(90);
   });
 
+  it('takes a Redis Cluster by its seed nodes as REDIS_URL', () => {
+    expect(loadConfig({ REDIS_URL: 'redis+cluster://127.0.0.1:30001,127.0.0.1:30002' }).REDIS_URL).toBe('redis+cluster://127.0.0.1:30001,127.0.0.1:30002');
+    expect(loadConfig({ REDIS_URL: 'rediss+cluster://user:secret@redis-0.redis:6379' }).REDIS_URL).toBe('rediss+cluster://user:secret@redis-0.redis:6379');
+  });
+
   const bad: [string, string][] = [
     ['DATABASE_URL', 'mysql://x'],
     ['REDIS_URL', 'http://x'],
+    ['REDIS_URL', 'redis+cluster://node-without-port'],
+    ['REDIS_URL', 'redis+cluster://a:1/0'],
     ['GENFILL_QUEUE_PREFIX', 'a:b'],
     ['GENFILL_STATEMENT_TIMEOUT', 'soon'],
     ['GENFILL_LOCK_TIMEOUT', '-5'],

@@ -2,7 +2,7 @@
 // (never a key or a partition id on a long-lived metric). A `release` label is allowed: it
 // is bounded by the releases open at once, and every per-release question ("how fast is
 // order-tax-fix@3 going?") needs it.
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 
@@ -150,15 +150,58 @@ export interface MetricsServer {
   close(): Promise<void>;
 }
 
+/** One readiness check: did it pass, how long it took, and why not. */
+export interface Check {
+  ok: boolean;
+  ms: number;
+  error?: string;
+}
+
+/** What GET /readyz answers: 200 when `ok`, 503 otherwise, with every check by name. */
+export interface Readiness {
+  ok: boolean;
+  /** Why the process is not ready as a whole (e.g. `draining`), beside the failed checks. */
+  reason?: string;
+  checks: Record<string, Check>;
+}
+
+export interface MetricsServerOptions {
+  port: number;
+  host?: string;
+  /**
+   * Health routes on the same port. `GET /healthz` answers 200 while the process can answer at
+   * all (liveness: a restart would not help otherwise); `GET /readyz` answers what `ready()`
+   * says (readiness: the database, Redis, the schema, not draining).
+   */
+  health?: { ready(): Promise<Readiness> };
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(`${JSON.stringify(body)}\n`);
+}
+
 /**
  * `GET /metrics` of this process on its own port (GENFILL_METRICS_PORT), so a worker or the
- * planner, which have no HTTP server otherwise, can be scraped. Port 0 picks a free port.
+ * planner, which have no HTTP server otherwise, can be scraped; with `health`, also the
+ * probes' `/healthz` and `/readyz`. Port 0 picks a free port.
  */
-export async function serveMetrics(registry: Registry, opts: { port: number; host?: string }): Promise<MetricsServer> {
+export async function serveMetrics(registry: Registry, opts: MetricsServerOptions): Promise<MetricsServer> {
+  const routes = opts.health ? 'GET /metrics, /healthz and /readyz' : 'GET /metrics';
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
+    if (req.method === 'GET' && opts.health && path === '/healthz') {
+      sendJson(res, 200, { status: 'ok' });
+      return;
+    }
+    if (req.method === 'GET' && opts.health && path === '/readyz') {
+      opts.health.ready().then(
+        (r) => sendJson(res, r.ok ? 200 : 503, { status: r.ok ? 'ready' : 'unavailable', ...(r.reason ? { reason: r.reason } : {}), failed: Object.keys(r.checks).filter((k) => !r.checks[k]!.ok), checks: r.checks }),
+        (err: Error) => sendJson(res, 503, { status: 'unavailable', reason: `readiness check failed: ${err.message}`, failed: [], checks: {} }),
+      );
+      return;
+    }
     if (req.method !== 'GET' || path !== '/metrics') {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('only GET /metrics here\n');
+      res.writeHead(404, { 'content-type': 'text/plain' }).end(`only ${routes} here\n`);
       return;
     }
     registry.metrics().then(
@@ -172,6 +215,11 @@ export async function serveMetrics(registry: Registry, opts: { port: number; hos
   });
   return {
     port: (server.address() as AddressInfo).port,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // A scraper's keep-alive socket would hold close() open until it times out.
+        server.closeAllConnections();
+      }),
   };
 }

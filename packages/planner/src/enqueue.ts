@@ -7,7 +7,7 @@
 // before any job carrying them is added, so a crash between the two leaves nothing the next
 // run cannot re-derive.
 import type { ReleaseState } from '@genfill/contracts';
-import { buildJob, jobId, Redis, type BuildQueue } from '@genfill/queue';
+import { buildJob, isRedisClient, jobId, type BuildQueue, type Redis } from '@genfill/queue';
 import { logAction, RELEASE_ACTIONS, withTransaction, type Conn, type Db } from '@genfill/registry';
 
 type PartitionStatus = 'PENDING' | 'RUNNING' | 'BUILT' | 'FAILED';
@@ -61,7 +61,7 @@ async function releaseState(conn: Conn | Db, release: string): Promise<ReleaseSt
 /** The connection releaseQueue was given: the pipeline below needs the raw client. */
 function redisOf(queue: BuildQueue): Redis {
   const c = queue.opts.connection;
-  if (!(c instanceof Redis)) throw new Error('enqueueUnfinished needs a queue made by releaseQueue (an ioredis connection)');
+  if (!isRedisClient(c)) throw new Error('enqueueUnfinished needs a queue made by releaseQueue (an ioredis connection)');
   return c;
 }
 

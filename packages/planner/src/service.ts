@@ -5,7 +5,7 @@
 // It also executes the people's `plan` (and, wired by its entry point, `repair`) requests: between rounds
 // it looks for one every second, and runs it with the requester as the principal.
 import type { Config, ReleaseState } from '@genfill/contracts';
-import { createMetricsRegistry, plannerMetrics, serveMetrics, type Logger, type MetricsServer, type PlannerMetrics, type Registry } from '@genfill/observability';
+import { createMetricsRegistry, plannerMetrics, type Logger, type PlannerMetrics, type Registry } from '@genfill/observability';
 import { createServiceRedis, redisAnswers, warnIfEvicting, withDeadline, type Redis } from '@genfill/queue';
 import { assertSchemaCurrent, createPool, serveRequests, waitServingRequests, type Db, type RequestHandlers } from '@genfill/registry';
 import { dispatchRelease, planAndDispatch, startBuilding, type Dispatcher } from './dispatch.ts';
@@ -98,7 +98,10 @@ export interface PlannerServiceOptions {
   signal?: AbortSignal;
   /** A registry pool to use (the CLI's); otherwise the service makes and closes its own. */
   db?: Db;
-  /** The process's metrics registry (made here when omitted); served on GENFILL_METRICS_PORT when set. */
+  /**
+   * The process's metrics registry (made here when omitted). The service helper that runs this
+   * (@genfill/service, apps/planner) serves it on GENFILL_METRICS_PORT with /healthz and /readyz.
+   */
   registry?: Registry;
   /**
    * More requests this service executes besides `plan`: the entry point wires `repair` from
@@ -123,20 +126,18 @@ export async function runPlannerService(opts: PlannerServiceOptions): Promise<Pl
   const { config, log } = opts;
   const db = opts.db ?? createPool(config, 'genfill-planner', 3, { fleet: true });
   let redis: Redis | undefined;
-  let metricsServer: MetricsServer | undefined;
   const out: PlannerServiceResult = { rounds: 0, last: null };
   try {
     await assertSchemaCurrent(db);
     const registry = opts.registry ?? createMetricsRegistry('planner');
     const metrics = plannerMetrics(registry);
-    if (config.GENFILL_METRICS_PORT !== undefined) metricsServer = await serveMetrics(registry, { port: config.GENFILL_METRICS_PORT });
     redis = createServiceRedis(config.REDIS_URL, log);
     if (await redisAnswers(redis)) await warnIfEvicting(redis, log);
     const dispatcher: Dispatcher = { redis, prefix: config.GENFILL_QUEUE_PREFIX };
     const intervalMs = Math.max(1, opts.intervalSeconds * 1000);
     const deadlineMs = Math.max(60_000, 3 * intervalMs);
     log.info(
-      { intervalSeconds: opts.intervalSeconds, prefix: config.GENFILL_QUEUE_PREFIX, releases: config.GENFILL_RELEASE ?? 'all open', metricsPort: metricsServer?.port ?? null },
+      { intervalSeconds: opts.intervalSeconds, prefix: config.GENFILL_QUEUE_PREFIX, releases: config.GENFILL_RELEASE ?? 'all open' },
       'planner started',
     );
     const handlers = { ...plannerRequestHandlers(dispatcher), ...opts.requestHandlers };
@@ -157,7 +158,6 @@ export async function runPlannerService(opts: PlannerServiceOptions): Promise<Pl
     return out;
   } finally {
     await redis?.quit().catch(() => redis?.disconnect());
-    await metricsServer?.close();
     if (!opts.db) await db.end();
   }
 }

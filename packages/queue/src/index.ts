@@ -2,10 +2,13 @@ export { buildJobSchema, jobId, queueName } from './names.ts';
 export { buildJob, type BuildQueue, qualifiedQueueName, releaseQueue, syncQueuePause } from './queue.ts';
 export {
   asRedisUnavailable,
+  clusterTarget,
+  type ClusterTarget,
   connectRedis,
   createRedis,
   createServiceRedis,
-  Redis,
+  isRedisClient,
+  type Redis,
   redisAddress,
   redisAnswers,
   warnIfEvicting,

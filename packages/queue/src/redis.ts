@@ -1,10 +1,43 @@
 // Redis connections. Redis holds only dispatch: losing it delays work but never loses it, so
 // every caller here must be able to say "Redis is down" clearly and carry on or stop cleanly.
-import { Redis, type RedisOptions } from 'ioredis';
+//
+// REDIS_URL names one server (redis://, rediss://) or a Redis Cluster by one or more of its
+// nodes (redis+cluster://host:port[,host:port…], rediss+cluster:// for TLS); the client
+// discovers the other nodes. Every key genfill writes sits under the hash-tagged queue prefix
+// (`{genfill}`), so a queue's Lua scripts and pipelines stay in one slot of one node.
+import { Cluster, Redis as Standalone, type RedisOptions } from 'ioredis';
 import { RedisUnavailableError } from '@genfill/contracts';
 
-export { Redis };
+/** A client of one Redis server or of a Redis Cluster: BullMQ and every caller here take either. */
+export type Redis = Standalone | Cluster;
 export type { RedisOptions };
+
+/** True for a client createRedis can return (what BullMQ was given as its connection). */
+export function isRedisClient(value: unknown): value is Redis {
+  return value instanceof Standalone || value instanceof Cluster;
+}
+
+export interface ClusterTarget {
+  nodes: { host: string; port: number }[];
+  tls: boolean;
+  username?: string;
+  password?: string;
+}
+
+const CLUSTER_URL = /^(rediss?)\+cluster:\/\/(?:([^@/]*)@)?([^/?#@]+)\/?$/;
+
+/** The seed nodes and credentials of a `redis+cluster://` URL; null for a single-server URL. */
+export function clusterTarget(url: string): ClusterTarget | null {
+  const m = CLUSTER_URL.exec(url);
+  if (!m) return null;
+  const [user, pass] = (m[2] ?? '').split(':', 2).map((s) => (s ? decodeURIComponent(s) : undefined));
+  const nodes = m[3]!.split(',').map((hp) => {
+    const at = hp.lastIndexOf(':');
+    const host = hp.slice(0, at).replace(/^\[(.*)\]$/, '$1');
+    return { host, port: Number(hp.slice(at + 1)) };
+  });
+  return { nodes, tls: m[1] === 'rediss', ...(user ? { username: user } : {}), ...(pass ? { password: pass } : {}) };
+}
 
 export interface CreateRedisOptions extends RedisOptions {
   /** Connection errors; the command that fails reports them too. */
@@ -18,7 +51,19 @@ export interface CreateRedisOptions extends RedisOptions {
  */
 export function createRedis(url: string, opts: CreateRedisOptions = {}): Redis {
   const { onError, ...options } = opts;
-  const redis = new Redis(url, { maxRetriesPerRequest: null, ...options });
+  const cluster = clusterTarget(url);
+  const redis: Redis = cluster
+    ? new Cluster(cluster.nodes, {
+        // Per-node options: BullMQ reads maxRetriesPerRequest of a cluster from here.
+        redisOptions: {
+          maxRetriesPerRequest: null,
+          ...(cluster.username ? { username: cluster.username } : {}),
+          ...(cluster.password ? { password: cluster.password } : {}),
+          ...(cluster.tls ? { tls: {} } : {}),
+          ...options,
+        },
+      })
+    : new Standalone(url, { maxRetriesPerRequest: null, ...options });
   // Without a listener ioredis prints every reconnect failure to the console.
   redis.on('error', onError ?? (() => undefined));
   return redis;
@@ -28,6 +73,8 @@ export const FAIL_FAST: RedisOptions = { maxRetriesPerRequest: 1, connectTimeout
 
 /** host:port/db of a redis:// URL, without credentials, for messages. */
 export function redisAddress(url: string): string {
+  const cluster = clusterTarget(url);
+  if (cluster) return `cluster ${cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',')}`;
   try {
     const u = new URL(url);
     return `${u.hostname}:${u.port || '6379'}${u.pathname && u.pathname !== '/' ? u.pathname : ''}`;

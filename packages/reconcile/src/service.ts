@@ -9,10 +9,10 @@
 // Between rounds it executes the people's reconcile requests (migration 0006) within a second.
 // runReconcilerService is the foreground loop `genfill reconciler` runs, shaped like the
 // planner's runPlannerService (once, an abort signal that stops it after the reconciliation in
-// progress, a metrics port); startReconcilerService is the same round on a timer, for callers
-// that embed it.
+// progress; apps/reconciler serves its metrics and probes); startReconcilerService is the same
+// round on a timer, for callers that embed it.
 import { RefusedError, type Config } from '@genfill/contracts';
-import { createMetricsRegistry, serveMetrics, type Logger, type MetricsServer, type Registry } from '@genfill/observability';
+import type { Logger, Registry } from '@genfill/observability';
 import { assertSchemaCurrent, createPool, serveRequests, waitServingRequests, type Db, type RequestHandlers } from '@genfill/registry';
 import { reconcile, type ReconcileOptions, type ReconcileResult } from './reconcile.ts';
 
@@ -68,7 +68,11 @@ export interface ReconcilerRunOptions {
   signal?: AbortSignal;
   /** A registry pool to use (the CLI's); otherwise the service makes and closes its own. */
   db?: Db;
-  /** The process's metrics registry (made here when omitted); served on GENFILL_METRICS_PORT when set. */
+  /**
+   * The process's metrics registry, for the reconciler's own metrics (none yet beyond the
+   * process defaults). The service helper that runs this (@genfill/service, apps/reconciler)
+   * serves it on GENFILL_METRICS_PORT with /healthz and /readyz.
+   */
   registry?: Registry;
   reconcile?: ServiceReconcileOptions;
 }
@@ -82,14 +86,11 @@ export async function runReconcilerService(opts: ReconcilerRunOptions): Promise<
   const { config, log } = opts;
   // A reconciliation reads on two connections side by side; one more for the round's own queries.
   const db = opts.db ?? createPool(config, 'genfill-reconciler', 3);
-  let metricsServer: MetricsServer | undefined;
   const out: ReconcilerRunResult = { rounds: 0, last: null };
   try {
     await assertSchemaCurrent(db);
-    const registry = opts.registry ?? createMetricsRegistry('reconciler');
-    if (config.GENFILL_METRICS_PORT !== undefined) metricsServer = await serveMetrics(registry, { port: config.GENFILL_METRICS_PORT });
     const intervalMs = Math.max(1, opts.intervalSeconds * 1000);
-    log.info({ intervalSeconds: opts.intervalSeconds, metricsPort: metricsServer?.port ?? null }, 'reconciler started');
+    log.info({ intervalSeconds: opts.intervalSeconds }, 'reconciler started');
     const handlers = reconcilerRequestHandlers(opts.reconcile);
     const worker = `reconciler:${process.pid}`;
     const serve = () => serveRequests(db, { handlers, worker, log, signal: opts.signal }).catch((err) => log.error({ err }, 'serving requests failed; trying again'));
@@ -107,7 +108,6 @@ export async function runReconcilerService(opts: ReconcilerRunOptions): Promise<
     log.info({ rounds: out.rounds }, 'reconciler stopped');
     return out;
   } finally {
-    await metricsServer?.close();
     if (!opts.db) await db.end();
   }
 }

@@ -1,0 +1,52 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidInputError } from '@genfill/contracts';
+import { flag, helpText, parseFlags } from '../src/index.ts';
+
+const specs = {
+  concurrency: flag.count('partitions at once', 1),
+  interval: flag.seconds('time between rounds', 10),
+  release: flag.list('serve only these', 'ids'),
+  port: flag.port('listen here'),
+  once: flag.boolean('one round'),
+  throttle: flag.enabled('no throttle'),
+};
+
+function problems(argv: string[]): string[] {
+  try {
+    parseFlags(specs, argv);
+  } catch (err) {
+    expect(err).toBeInstanceOf(InvalidInputError);
+    return (err as InvalidInputError).problems.map((p) => `${p.path}: ${p.message}`);
+  }
+  throw new Error('parsed');
+}
+
+describe('service flags', () => {
+  it('parses kebab-case flags into their values, with defaults', () => {
+    expect(parseFlags(specs, [])).toEqual({ help: false, values: { concurrency: 1, interval: 10, release: undefined, port: undefined, once: false, throttle: true } });
+    expect(parseFlags(specs, ['--concurrency', '4', '--interval=0.5', '--release', 'a@1, b@2', '--port', '0', '--once', '--no-throttle'])).toEqual({
+      help: false,
+      values: { concurrency: 4, interval: 0.5, release: ['a@1', 'b@2'], port: 0, once: true, throttle: false },
+    });
+    expect(parseFlags(specs, ['-h'])).toEqual({ help: true });
+  });
+
+  it('refuses unknown flags, stray arguments, bad values and a negation the flag does not have — every problem named', () => {
+    expect(problems(['--bogus'])).toEqual([expect.stringMatching(/^arguments: Unknown option '--bogus'/)]);
+    expect(problems(['stray'])).toEqual([expect.stringMatching(/^arguments: Unexpected argument 'stray'/)]);
+    expect(problems(['--concurrency', '0', '--interval', 'soon', '--port', '70000'])).toEqual([
+      '--concurrency: expected a positive integer, got 0',
+      '--interval: expected a positive number, got soon',
+      '--port: expected a port number (0 picks a free one), got 70000',
+    ]);
+    expect(problems(['--no-once'])).toEqual(['--no-once: --once cannot be negated']);
+  });
+
+  it('writes --help from the same declarations', () => {
+    const text = helpText('genfill worker', 'build partitions', specs);
+    expect(text).toMatch(/^Usage: genfill worker \[options\]\n\nbuild partitions\n/);
+    expect(text).toMatch(/--concurrency <n> +partitions at once \(default: 1\)/);
+    expect(text).toMatch(/--no-throttle +no throttle/);
+    expect(text).toMatch(/GENFILL_METRICS_PORT.*\/metrics, \/healthz/s);
+  });
+});

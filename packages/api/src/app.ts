@@ -18,6 +18,7 @@ import { httpMetrics } from './metrics.ts';
 import type { ReleaseQueues } from './queues.ts';
 import { releaseRoutes } from './releases.ts';
 import { requireSameOriginForCookies } from './same-origin.ts';
+import { statusRoutes } from './status-routes.ts';
 
 export interface AppDeps {
   db: Db;
@@ -59,6 +60,7 @@ export function createApp(deps: AppDeps): Express {
   app.use(releaseRoutes({ db, dispatcher, queues: deps.queues, log }));
   app.use(boardRoutes({ db, queues: deps.queues, log }));
   app.use(eventRoutes({ db, log, ingress: deps.ingress }));
+  app.use(statusRoutes({ db, dispatcher, log }));
   app.use(notFound);
   app.use(errorHandler(log));
   return app;

@@ -36,7 +36,7 @@ function createBoard(readOnlyMode: boolean): Board {
     options: {
       uiConfig: {
         boardTitle: readOnlyMode ? 'genfill (read-only)' : 'genfill',
-        miscLinks: [{ text: 'Log out', url: '/logout' }],
+        miscLinks: [{ text: 'Status page', url: '/' }, { text: 'Log out', url: '/logout' }],
       },
     },
   });

@@ -1,6 +1,7 @@
 // A browser cannot send a bearer token to Bull Board, so it logs in once with the token:
 // GET /login is a form, POST /login checks the token and sets an HttpOnly, SameSite=Strict
-// session cookie, then redirects to the board. The cookie then works like the token. SameSite
+// session cookie, then redirects to the board (or back to the status page at /, when the form
+// came from there). The cookie then works like the token. SameSite
 // does not stop a sibling subdomain (same site, other origin), so the CSRF defence of the
 // board's PUTs and the JSON verbs is the origin check of same-origin.ts.
 import express, { Router, type Response } from 'express';
@@ -9,9 +10,13 @@ import type { Logger } from '@genfill/observability';
 import { SESSION_COOKIE, type SessionStore, type TokenTable } from './auth.ts';
 import { BOARD_PATH } from './board.ts';
 
-const loginForm = z.object({ token: z.string().trim().min(1).max(4096) });
+const loginForm = z.object({ token: z.string().trim().min(1).max(4096), next: z.string().optional() });
 
-function page(res: Response, status: number, message: string | null): void {
+/** Where a login may lead: only these own pages, so the form is no open redirect. */
+const AFTER_LOGIN = new Set(['/', BOARD_PATH]);
+const nextOf = (value: unknown): string | null => (typeof value === 'string' && AFTER_LOGIN.has(value) ? value : null);
+
+function page(res: Response, status: number, message: string | null, next: string | null): void {
   res
     .status(status)
     .type('html')
@@ -23,9 +28,10 @@ function page(res: Response, status: number, message: string | null): void {
 <style>body{font:16px system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem}input{width:100%;padding:.5rem;margin:.5rem 0;box-sizing:border-box}p.error{color:#b00020}</style>
 </head><body>
 <h1>genfill</h1>
-<p>Log in with your API token (from <code>GENFILL_API_TOKENS</code>) to open Bull Board.</p>
+<p>Log in with your API token (from <code>GENFILL_API_TOKENS</code>) to open the status page and Bull Board.</p>
 ${message ? `<p class="error">${message}</p>` : ''}
 <form method="post" action="/login">
+${next ? `<input type="hidden" name="next" value="${next}">` : ''}
 <label for="token">Token</label>
 <input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
 <input type="submit" value="Log in">
@@ -38,14 +44,14 @@ export function loginRoutes(deps: { tokens: TokenTable; sessions: SessionStore; 
   const { tokens, sessions, log } = deps;
   const router = Router();
 
-  router.get('/login', (_req, res) => page(res, 200, null));
+  router.get('/login', (req, res) => page(res, 200, null, nextOf(req.query.next)));
 
   router.post('/login', express.urlencoded({ extended: false, limit: '8kb' }), (req, res) => {
     const parsed = loginForm.safeParse(req.body ?? {});
     const identity = parsed.success ? tokens.verify(parsed.data.token) : null;
     if (!identity) {
       log.warn({ ip: req.ip }, 'login with an unknown token');
-      return page(res, 401, 'That token is not one of this API’s tokens.');
+      return page(res, 401, 'That token is not one of this API’s tokens.', nextOf(req.body?.next));
     }
     const sid = sessions.create(identity);
     res.cookie(SESSION_COOKIE, sid, {
@@ -58,7 +64,7 @@ export function loginRoutes(deps: { tokens: TokenTable; sessions: SessionStore; 
       maxAge: sessions.ttlMs,
     });
     log.info({ subject: identity.subject, role: identity.role }, 'logged in');
-    res.redirect(303, BOARD_PATH);
+    res.redirect(303, nextOf(parsed.data?.next) ?? BOARD_PATH);
   });
 
   const logout = (req: express.Request, res: Response) => {

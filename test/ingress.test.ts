@@ -164,6 +164,98 @@ describe("seed 003's drill through genfill ingest", () => {
   });
 });
 
+describe('lines as the source sends them (COPY into the staging table)', () => {
+  it("keeps a line's backslashes, escaped quotes, tabs and CRs exactly; blank lines keep the numbers of the lines after them", async () => {
+    const note = 'back\\slash "quoted" tab\there \\N \\. end';
+    // JSON whitespace between the tokens: a tab and a CR.
+    const line = JSON.stringify(upsert(70, 1, note)).replace(',"revision"', ',\t"revision"').replace(',"op"', ',\r"op"');
+    const r = await ingest(file(line, '', upsert(71, 1, 'after a blank line')));
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.result).toMatchObject({ events: 2, applied: 2 });
+    expect(await mirrorRow(db.pool, MIRROR, 70)).toMatchObject({ note });
+    expect(await loggedEvents(db.pool, MIRROR, 70)).toEqual([['upsert', 1, note]]);
+
+    const before = await ingressCounts(db.pool, MIRROR);
+    const typed = await ingest(file(upsert(72, 1, 'ok'), '', '', { ...upsert(73, 1, 'x'), row: { ...upsert(73, 1, 'x').row, created_at: 'not a date' } }));
+    expect(typed.code).toBe(2);
+    expect(typed.stderr).toMatch(/line 4: invalid input syntax for type timestamp with time zone: "not a date"/);
+    expect(await ingressCounts(db.pool, MIRROR)).toEqual(before);
+  });
+
+  it('a line PostgreSQL cannot hold as jsonb (a lone surrogate) is exit 2 naming its line, and writes nothing', async () => {
+    const before = await ingressCounts(db.pool, MIRROR);
+    const lone = JSON.stringify(upsert(75, 1, 'x')).replace('"note":"x"', '"note":"\\ud800"');
+    const r = await ingest(file(upsert(74, 1, 'ok'), '', '', lone, upsert(76, 1, 'ok')));
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/line 4: invalid input syntax for type json \(Unicode low surrogate must follow a high surrogate\.\)/);
+    expect(await ingressCounts(db.pool, MIRROR)).toEqual(before);
+    expect(await mirrorRow(db.pool, MIRROR, 74)).toBeNull();
+  });
+
+  it('a file of new keys and held ones is applied key by key: the new inserted, the newer revision applied, the stale one a no-op', async () => {
+    const r = await ingest(file(upsert(77, 1, 'new'), upsert(4, 2, 'newer'), upsert(5, 1, null)));
+    expect(r.result).toMatchObject({ events: 3, applied: 2, upserts: 2, stale: 1 });
+    expect(await mirrorRow(db.pool, MIRROR, 77)).toMatchObject({ note: 'new' });
+    expect(await mirrorRow(db.pool, MIRROR, 4)).toMatchObject({ note: 'newer' });
+    expect(await loggedEvents(db.pool, MIRROR, 4)).toEqual([
+      ['upsert', 1, ''],
+      ['upsert', 2, 'newer'],
+    ]);
+    expect(await loggedEvents(db.pool, MIRROR, 5)).toEqual([['upsert', 1, null]]);
+  });
+
+  it('the verb checks every staged event itself, whatever the client sent: each line that does not fit is named (GFI01), nothing written', async () => {
+    const before = await ingressCounts(db.pool, MIRROR);
+    const row = (id: number) => upsert(id, 1, 'x').row!;
+    const events: [number, unknown][] = [
+      [1, [1]],
+      [2, { key: { order_id: 80 }, revision: 1, op: 'upsert2', row: row(80) }],
+      [3, { key: { order_id: 80 }, revision: 0, op: 'upsert', row: row(80) }],
+      [4, { key: { order_id: 80 }, revision: 1.5, op: 'upsert', row: row(80) }],
+      [5, { key: { order_id: 81, x: 1 }, revision: 1, op: 'upsert', row: row(81) }],
+      [6, { key: { order_id: null }, revision: 1, op: 'delete' }],
+      [7, { key: { order_id: 82 }, revision: 1, op: 'upsert' }],
+      [8, { key: { order_id: 83 }, revision: 1, op: 'upsert', row: { ...row(83), colour: 'red' } }],
+      [9, { key: { order_id: 84 }, revision: 1, op: 'upsert', row: { ...row(84), note: undefined } }],
+      [10, { key: { order_id: 85 }, revision: 1, op: 'upsert', row: row(99) }],
+      [11, { key: { order_id: 86 }, revision: '12a', op: 'delete' }],
+      [12, upsert(87, 1, 'fits')],
+      [13, null],
+    ];
+    const c = await db.pool.connect();
+    try {
+      await c.query('BEGIN');
+      await c.query('CREATE TEMPORARY TABLE ingress_events (line integer, event jsonb) ON COMMIT DROP');
+      await c.query('GRANT SELECT ON pg_temp.ingress_events TO genfill_owner');
+      await c.query('INSERT INTO ingress_events SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(line integer, event jsonb)', [
+        JSON.stringify(events.map(([line, event]) => ({ line, event }))),
+      ]);
+      const err = await c.query(`SELECT * FROM genfill.ingest_apply($1, NULL)`, [DATASET]).then(
+        () => null,
+        (e: { code?: string; detail?: string }) => e,
+      );
+      expect(err?.code).toBe('GFI01');
+      expect(JSON.parse(err!.detail!)).toEqual([
+        { line: 1, message: 'an event is a JSON object {key, revision, op, row}' },
+        { line: 2, message: 'op must be "upsert" or "delete"' },
+        { line: 3, message: 'revision must be an integer > 0' },
+        { line: 4, message: 'revision must be an integer > 0' },
+        { line: 5, message: 'key must be an object with exactly the key columns (order_id)' },
+        { line: 6, message: 'a key column is null' },
+        { line: 7, message: 'an upsert carries row, the full row as an object' },
+        { line: 8, message: `row has columns ${MIRROR} does not: colour` },
+        { line: 9, message: `row lacks columns of ${MIRROR}: note (send the full row; null is a value)` },
+        { line: 10, message: 'the key columns of row differ from key' },
+        { line: 11, message: 'revision must be an integer > 0' },
+      ]);
+    } finally {
+      await c.query('ROLLBACK');
+      c.release();
+    }
+    expect(await ingressCounts(db.pool, MIRROR)).toEqual(before);
+  });
+});
+
 describe('what ingest refuses', () => {
   it('equal revision with another payload: exit 3 naming the key, nothing applied, the conflict recorded, the open release moved to RECONCILIATION_REQUIRED', async () => {
     expect((await ingest(file(upsert(10, 1, 'x')))).code).toBe(0);

@@ -2,23 +2,27 @@
 // events to its ingress mirror (SPEC "Ingress", invariant 5; seed 003's drill).
 //
 // How a plain operator streams a million lines under the privilege model: the lines are
-// checked here as they arrive (zod, the mirror's shape) and, in batches, inserted into a
-// temporary table of the caller's own session (a person may create those; nothing else of
-// genfill is writable to them), then ONE verb, genfill.ingest_apply (SECURITY DEFINER), reads
-// that table and applies it in the same transaction: locks the keys in key order, compares
-// revisions, writes the winners to the mirror and the change log. So the file is never held
-// in memory, and a malformed line — any line — rolls the transaction back before the verb
-// runs: the temporary table vanishes with it and nothing is written.
+// checked here as they arrive (zod, the mirror's shape) and COPYed, raw, into a temporary table
+// of the caller's own session, `ingress_events (line, event jsonb)` (a person may create those;
+// nothing else of genfill is writable to them); then ONE verb, genfill.ingest_apply (SECURITY
+// DEFINER, migrations 0011 and 0012), reads that table and applies it in the same transaction:
+// checks and types every event, locks the keys in key order, compares revisions, writes the
+// winners to the mirror and the change log. So the file is never held in memory, and a
+// malformed line — any line — rolls the transaction back before the verb runs: the temporary
+// table vanishes with it and nothing is written.
 //
-// The batches are `INSERT … SELECT FROM jsonb_array_elements($json)` of ~5,000 raw lines:
-// pg-copy-streams (COPY FROM STDIN) is not in the stack, and one JSON array parameter costs
-// the server one parse per batch where a jsonb[] parameter costs an array-literal escape per
-// line in JavaScript. The next batch is parsed while the previous one is in flight.
+// COPY FROM STDIN (pg-copy-streams) rather than batched INSERTs: the server parses each line
+// once, into jsonb, while this process validates the next ones, and the socket's back-pressure
+// keeps the memory flat. Row i of the COPY is line i of the file (a blank line is a NULL
+// event), so a line the server refuses while it is copied is reported by its number too.
 //
 // A refused file for a conflict takes two transactions: the apply raises and rolls back
 // (nothing applied), then genfill.ingress_record_conflict records the conflict and moves the
 // open releases to RECONCILIATION_REQUIRED. Tombstone compaction runs after the commit, in its
 // own short transaction, and is skipped while another ingest of the mirror runs.
+import { once } from 'node:events';
+import { finished } from 'node:stream/promises';
+import { from as copyFrom } from 'pg-copy-streams';
 import {
   IngressBusyError,
   IngressConflictError,
@@ -30,9 +34,8 @@ import { asPrincipal, verbError, type Conn, type Db } from '@genfill/registry';
 import { ingressMirrorOf, type IngressMirror } from './ingress.ts';
 import { ndjsonLines, parseEventLine } from './ingress-events.ts';
 
-/** Lines per INSERT into the staging table, and the byte size that flushes a batch earlier. */
-const BATCH_LINES = 5_000;
-const BATCH_BYTES = 4 * 1024 * 1024;
+/** COPY text (characters) handed to the connection at a time, one CopyData message. */
+const COPY_CHUNK_CHARS = 256 * 1024;
 /** Bad lines listed one by one; past this the answer counts the rest. */
 const MAX_LISTED_PROBLEMS = 1_000;
 /** What a busy answer asks the caller to wait (HTTP Retry-After). */
@@ -82,6 +85,7 @@ interface PgError {
   code?: string;
   message: string;
   detail?: string;
+  where?: string;
 }
 
 /** Raised inside the apply transaction; recorded after its rollback. */
@@ -117,6 +121,25 @@ function applyError(err: unknown, dataset: string): unknown {
   }
 }
 
+/**
+ * A line as a field of COPY's text format. A line holds no LF, and JSON allows no other control
+ * character outside its strings than tab and CR (as whitespace), so those and the backslash are
+ * all COPY needs escaped.
+ */
+function copyField(text: string): string {
+  return /[\\\t\r]/.test(text) ? text.replace(/[\\\t\r]/g, (c) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : '\\r')) : text;
+}
+
+/** A value the server refused while it was copied (jsonb input), named by its line. */
+function copyError(err: unknown): unknown {
+  const e = err as PgError;
+  const row = /COPY ingress_events, line (\d+)/.exec(e?.where ?? '');
+  if (row && e.code?.startsWith('22')) {
+    return new InvalidInputError([{ path: `line ${row[1]}`, message: e.detail ? `${e.message} (${e.detail})` : e.message }], { cause: err });
+  }
+  return err;
+}
+
 /** Stage the stream's events in pg_temp.ingress_events; returns the count, or throws InvalidInputError. */
 async function stage(conn: Conn, mirror: IngressMirror, input: AsyncIterable<Buffer | string>, maxPending: number): Promise<number> {
   // Temporary tables past temp_buffers (8 MB by default) go to disk; the apply's working tables
@@ -128,71 +151,82 @@ async function stage(conn: Conn, mirror: IngressMirror, input: AsyncIterable<Buf
     () => conn.query('RELEASE SAVEPOINT gf_temp_buffers'),
     () => conn.query('ROLLBACK TO SAVEPOINT gf_temp_buffers'),
   );
-  await conn.query('CREATE TEMPORARY TABLE ingress_events (line integer, key jsonb, revision bigint, op text, row jsonb) ON COMMIT DROP');
+  await conn.query('CREATE TEMPORARY TABLE ingress_events (line integer, event jsonb) ON COMMIT DROP');
   // The verb runs as genfill_owner: it reads this session's table, nothing else may.
   await conn.query('GRANT SELECT ON pg_temp.ingress_events TO genfill_owner');
+
+  const copy = conn.query(copyFrom('COPY pg_temp.ingress_events (line, event) FROM STDIN'));
+  let failed: unknown = null;
+  copy.on('error', (err: unknown) => void (failed ??= err));
+  let copying = true;
+  /** Lines sent: rows 1..sent of the COPY are lines 1..sent of the file. */
+  let sent = 0;
+  let text = '';
+  // One chunk in flight at a time: a write past the stream's buffer is waited for (drain), so
+  // nothing is queued behind an error and memory does not grow with the file.
+  const send = async () => {
+    if (failed) throw copyError(failed);
+    if (text.length === 0) return;
+    const chunk = text;
+    text = '';
+    if (!copy.write(chunk)) await once(copy, 'drain');
+  };
+  const endCopy = async () => {
+    if (!copying) return;
+    copying = false;
+    if (failed) throw copyError(failed);
+    copy.end();
+    await finished(copy);
+  };
 
   const problems: Problem[] = [];
   let bad = 0;
   let events = 0;
-  let lines: number[] = [];
-  let texts: string[] = [];
-  let bytes = 0;
-  let inflight: Promise<void> = Promise.resolve();
-  let failed: unknown = null;
-
-  const flush = async () => {
-    if (texts.length === 0) return;
-    const batch = { lines, json: `[${texts.join(',')}]` };
-    lines = [];
-    texts = [];
-    bytes = 0;
-    await inflight;
-    if (failed) throw failed;
-    inflight = conn
-      .query(
-        `INSERT INTO pg_temp.ingress_events (line, key, revision, op, row)
-         SELECT x.line, x.v -> 'key', (x.v ->> 'revision')::numeric::bigint, x.v ->> 'op', nullif(x.v -> 'row', 'null')
-           FROM ROWS FROM (unnest($1::integer[]), jsonb_array_elements($2::jsonb)) AS x (line, v)`,
-        [batch.lines, batch.json],
-      )
-      .then(
-        () => undefined,
-        (err: unknown) => void (failed = err),
-      );
-  };
-
-  for await (const chunk of ndjsonLines(input)) {
-    for (const raw of chunk) {
-      events++;
-      const parsed = raw.text === null ? { ok: false as const, message: raw.problem ?? 'unreadable' } : parseEventLine(raw.text, mirror);
-      if (!parsed.ok) {
-        bad++;
-        if (problems.length < MAX_LISTED_PROBLEMS) problems.push({ path: `line ${raw.n}`, message: parsed.message });
-        continue;
+  try {
+    for await (const chunk of ndjsonLines(input)) {
+      for (const raw of chunk) {
+        events++;
+        const parsed = raw.text === null ? { ok: false as const, message: raw.problem ?? 'unreadable' } : parseEventLine(raw.text, mirror);
+        if (!parsed.ok) {
+          bad++;
+          if (problems.length < MAX_LISTED_PROBLEMS) problems.push({ path: `line ${raw.n}`, message: parsed.message });
+          continue;
+        }
+        // Once anything is wrong the file is refused: stop sending, keep reading for every bad line.
+        if (bad > 0 || events > maxPending) continue;
+        for (let blank = sent + 1; blank < raw.n; blank++) {
+          text += `${blank}\t\\N\n`;
+          if (text.length >= COPY_CHUNK_CHARS) await send();
+        }
+        text += `${raw.n}\t${copyField(parsed.text)}\n`;
+        sent = raw.n;
+        if (text.length >= COPY_CHUNK_CHARS) await send();
       }
-      // Once anything is wrong the file is refused: stop sending, keep reading for every bad line.
-      if (bad > 0 || events > maxPending) continue;
-      lines.push(raw.n);
-      texts.push(parsed.text);
-      bytes += parsed.text.length;
-      if (texts.length >= BATCH_LINES || bytes >= BATCH_BYTES) await flush();
+      if (copying && (bad > 0 || events > maxPending)) await endCopy().catch(() => undefined);
     }
+    if (bad > MAX_LISTED_PROBLEMS) problems.push({ path: '', message: `and ${bad - MAX_LISTED_PROBLEMS} more malformed lines` });
+    if (events > maxPending) {
+      problems.push({
+        path: '',
+        message: `${events} events in one file, more than GENFILL_MAX_PENDING_EVENTS (${maxPending}): split the file (busy is for the dataset, this is the file)`,
+      });
+    }
+    if (problems.length > 0) {
+      await endCopy().catch(() => undefined);
+      throw new InvalidInputError(problems);
+    }
+    await send();
+    await endCopy();
+  } catch (err) {
+    // The connection must leave COPY before the rollback: CopyFail ends it (a COPY the server
+    // ended with an error has left it already).
+    if (copying && !failed) {
+      copying = false;
+      copy.destroy(err instanceof Error ? err : new Error(String(err)));
+      await finished(copy).catch(() => undefined);
+    }
+    throw copyError(err);
   }
-  if (bad > MAX_LISTED_PROBLEMS) problems.push({ path: '', message: `and ${bad - MAX_LISTED_PROBLEMS} more malformed lines` });
-  if (events > maxPending) {
-    problems.push({
-      path: '',
-      message: `${events} events in one file, more than GENFILL_MAX_PENDING_EVENTS (${maxPending}): split the file (busy is for the dataset, this is the file)`,
-    });
-  }
-  if (problems.length > 0) {
-    await inflight;
-    throw new InvalidInputError(problems);
-  }
-  await flush();
-  await inflight;
-  if (failed) throw failed;
   return events;
 }
 

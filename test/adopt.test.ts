@@ -133,7 +133,7 @@ describe('the generation layout', () => {
     expect((await cli('release', 'submit', file)).code).toBe(0);
     const plan = await cli('plan', 'order-tax-fix@3', '--json');
     expect(plan.stderr).toBe('');
-    expect(JSON.parse(plan.stdout)).toMatchObject({ partitions: 365, state: 'BUILDING', coverage: { contiguous: true, exactEnds: true } });
+    expect(JSON.parse(plan.stdout)).toMatchObject({ partitions: 367, carry: 2, state: 'BUILDING', coverage: { contiguous: true, exactEnds: true } });
     const parts = await db.pool.query(
       `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
         WHERE i.inhparent = 'genfill_data.orders_enriched'::regclass ORDER BY 1`,

@@ -39,6 +39,7 @@ const cases: Case[] = [
   { name: 'a negative duration', write: variant((r) => (r.partition.every = '-P1D')), expect: /partition\.every: / },
   { name: 'a malformed duration', write: variant((r) => (r.partition.every = 'daily')), expect: /partition\.every: / },
   { name: 'an unknown write mode', write: variant((r) => (r.target.writeMode = 'MERGE')), expect: /target\.writeMode: must be REPLACE_RANGE or UPSERT/ },
+  { name: 'UPSERT, which is not built', write: variant((r) => (r.target.writeMode = 'UPSERT')), expect: /target\.writeMode: UPSERT is not supported yet/ },
   { name: 'a missing transform file', write: variant(() => undefined, null), expect: /transform\.sql: cannot read transforms\/order-tax-fix\.sql .*ENOENT/ },
   {
     name: 'a NULL-able time column',

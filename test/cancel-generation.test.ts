@@ -74,7 +74,8 @@ describe('cancel abandons its candidate generation', () => {
     expect(res.code).toBe(0);
     expect(await generationState('g9')).toBe('ABANDONED');
     expect(await cancelLog('abandon@1')).toEqual([
-      { from_state: 'BUILDING', to_state: 'CANCELLED', detail: expect.objectContaining({ abandonedGeneration: 'g9', partitions: { BUILT: 1, PENDING: 2 } }) },
+      // Three days of build partitions and two carry chunks (before and after the range).
+      { from_state: 'BUILDING', to_state: 'CANCELLED', detail: expect.objectContaining({ abandonedGeneration: 'g9', partitions: { BUILT: 1, PENDING: 4 } }) },
     ]);
     // The adopted, active generation is untouched.
     expect(await generationState('g2')).toBe('ACTIVE');
@@ -101,7 +102,7 @@ describe('cancel abandons its candidate generation', () => {
     const res = await cli('plan', 'abandon@3', '--json');
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
-    expect(JSON.parse(res.stdout)).toMatchObject({ status: 'planned', state: 'BUILDING', partitions: 2 });
+    expect(JSON.parse(res.stdout)).toMatchObject({ status: 'planned', state: 'BUILDING', partitions: 4, carry: 2 });
     expect(await generationState('g10')).toBe('CANDIDATE');
   });
 
@@ -121,12 +122,14 @@ describe('cancel abandons its candidate generation', () => {
   });
 });
 
-describe('cancel while another open release fills the generation', () => {
-  it('keeps the generation a candidate for the other release, and logs which release kept it', async () => {
+describe('cancel while another release names the generation', () => {
+  it('one open release per candidate: a second is refused at plan; cancelling the first keeps the generation for the second, and logs it', async () => {
     await submit('shared@1', 'g12', '2025-07-01T00:00:00Z', '2025-07-03T00:00:00Z');
     await submit('shared@2', 'g12', '2025-07-03T00:00:00Z', '2025-07-05T00:00:00Z');
     await plan('shared@1');
-    await plan('shared@2');
+    const second = await cli('plan', 'shared@2');
+    expect(second.code).toBe(3);
+    expect(second.stderr).toMatch(/release shared@1 \(BUILDING\) is open on candidate generation g12: one open release per candidate/);
     await buildOne('shared@1', 'b-20250701T000000Z');
 
     expect((await cli('cancel', 'shared@1')).code).toBe(0);
@@ -146,7 +149,7 @@ describe('cancel while another open release fills the generation', () => {
   });
 
   it('abandons the generation once the last open release on it is cancelled', async () => {
-    // shared@3 is still a DRAFT on g12: an open release, so cancelling shared@2 keeps it.
+    // shared@3 is still a DRAFT on g12, so cancelling shared@2 (a DRAFT too) keeps it.
     expect((await cli('cancel', 'shared@2')).code).toBe(0);
     expect(await generationState('g12')).toBe('CANDIDATE');
     expect((await cancelLog('shared@2'))[0].detail).toMatchObject({ generationKeptFor: ['shared@3'] });

@@ -36,7 +36,7 @@ describe('genfill demo --until', () => {
     const built = await runCli(['demo', '--rows', '1000', '--dir', dir, '--no-throttle', '--until', 'build', '--json'], env);
     expect(built.code).toBe(0);
     const out = JSON.parse(built.stdout);
-    expect(out).toMatchObject({ release: 'order-tax-fix@3', stoppedAfter: 'build', build: { state: 'BUILT' }, receipts: { receipts: 365 } });
+    expect(out).toMatchObject({ release: 'order-tax-fix@3', stoppedAfter: 'build', build: { state: 'BUILT' }, receipts: { receipts: 367 } });
     expect(out.reconciliation).toBeUndefined();
     expect(await state()).toBe('BUILT');
     expect(await count('reconciliations')).toBe(0);

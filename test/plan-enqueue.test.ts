@@ -201,6 +201,9 @@ describe('genfill plan when Redis is down', () => {
   it('does its registry part, then exits 1 saying Redis could not be reached and that plan is safe to re-run', async () => {
     const r = firstGenerationRelease();
     r.release = 'orders-g1-late@1';
+    // One open release per candidate generation: another dataset's first generation.
+    r.dataset = 'orders_late';
+    r.target.table = 'public.orders_late';
     r.range = { from: '2026-08-01T00:00:00Z', to: '2026-09-01T00:00:00Z' };
     await submit(r);
     const down = await runCli(['plan', 'orders-g1-late@1'], { ...env, REDIS_URL: 'redis://127.0.0.1:1' });
@@ -221,11 +224,15 @@ describe('genfill planner', () => {
     // A SNAPSHOT_PINNED release the planner must start, and a DRAFT it must leave alone.
     const next = firstGenerationRelease();
     next.release = 'orders-g1-next@1';
+    next.dataset = 'orders_next';
+    next.target.table = 'public.orders_next';
     next.range = { from: '2026-07-01T00:00:00Z', to: '2026-08-01T00:00:00Z' };
     await submit(next);
     await planRelease(db.pool, 'orders-g1-next@1');
     const draft = firstGenerationRelease();
     draft.release = 'orders-g1-draft@1';
+    draft.dataset = 'orders_draft';
+    draft.target.table = 'public.orders_draft';
     draft.range = { from: '2026-09-01T00:00:00Z', to: '2026-10-01T00:00:00Z' };
     await submit(draft);
     await db.pool.query(`UPDATE genfill.partitions SET status = 'FAILED', reason = 'JOIN_FANOUT' WHERE release = $1 AND id = 'b-20250703T000000Z'`, [RELEASE]);

@@ -123,14 +123,24 @@ describe('plan', () => {
     expect(again.stdout).toMatch(/^already planned: orders-g1@1 is BUILDING/);
     expect(await registryCounts(db.pool)).toEqual(before);
 
-    const [a, b] = await Promise.all([cli('plan', 'orders-g1-next@1', '--json'), cli('plan', 'orders-g1-next@1', '--json')]);
+    // One open release per candidate generation: orders-g1-next@1 (submitted beside
+    // orders-g1@1 into g1) waits until orders-g1@1 is done; refused, nothing written.
+    const refused = await cli('plan', 'orders-g1-next@1');
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toMatch(/release orders-g1@1 \(BUILDING\) is open on candidate generation g1: one open release per candidate/);
+    expect(await registryCounts(db.pool)).toEqual(before);
+
+    const other = firstGenerationRelease();
+    other.release = 'orders-other@1';
+    other.dataset = 'orders_other';
+    other.target.table = 'public.orders_other';
+    other.range = { from: '2026-07-01T00:00:00Z', to: '2026-08-01T00:00:00Z' };
+    expect((await cli('release', 'submit', writeRelease(workspace(), other))).code).toBe(0);
+    const [a, b] = await Promise.all([cli('plan', 'orders-other@1', '--json'), cli('plan', 'orders-other@1', '--json')]);
     expect([a.code, b.code]).toEqual([0, 0]);
     expect([JSON.parse(a.stdout).status, JSON.parse(b.stdout).status].sort()).toEqual(['already-planned', 'planned']);
-    const n = await db.pool.query(`SELECT count(*)::int AS n FROM genfill.partitions WHERE release = 'orders-g1-next@1'`);
+    const n = await db.pool.query(`SELECT count(*)::int AS n FROM genfill.partitions WHERE release = 'orders-other@1'`);
     expect(n.rows[0].n).toBe(31);
-    // Both releases fill one candidate generation: its transform map holds both ranges.
-    const gen = await db.pool.query(`SELECT transform_map FROM genfill.generations WHERE generation = 'g1'`);
-    expect(gen.rows[0].transform_map.map((r: { release: string }) => r.release)).toEqual(['orders-g1@1', 'orders-g1-next@1']);
   });
 
   it('creates the candidate as a partition of a new parent and the user-facing name as a view showing no candidate rows', async () => {

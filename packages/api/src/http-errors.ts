@@ -12,6 +12,7 @@ import {
   ReconciliationRequiredError,
   RedisUnavailableError,
   RefusedError,
+  RequestFailedError,
   SchemaVersionError,
   type Problem,
 } from '@genfill/contracts';
@@ -67,6 +68,11 @@ export function toHttp(err: unknown): HttpError {
   // The schema is older or newer than this API: not the caller's fault, and not for good.
   if (err instanceof SchemaVersionError) return body(503, err.name, err.message);
   if (err instanceof RefusedError) return body(409, err.name, err.message);
+  // A request a service ran and refused: its exit code says which answer it is.
+  if (err instanceof RequestFailedError) {
+    const status = ({ 2: 400, 3: 409, 4: 422 } as Record<number, number>)[err.exitCode] ?? 500;
+    return { status, body: { error: err.name, message: err.message, request: err.request } };
+  }
   if (err instanceof ReconciliationRequiredError) return body(422, err.name, err.message);
   if (err instanceof RedisUnavailableError) return body(503, err.name, err.message);
   if (err instanceof GenfillError) return body(500, err.name, err.message);

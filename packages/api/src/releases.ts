@@ -1,14 +1,17 @@
 // GET /releases, GET /releases/:id (the data of `genfill status --json`), the operator verbs
-// POST /releases/:id/{pause,resume,cancel} and the approver's POST /releases/:id/approve. The verbs do what the CLI does — registry
+// POST /releases/:id/{pause,resume,cancel,seal,unseal,catchup} and the approver's POST /releases/:id/approve. The verbs do what the CLI does — registry
 // first, then the BullMQ queue as a best-effort mirror — with the token's subject recorded
 // as the principal and `via: api` in the log detail.
 import express, { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { InvalidInputError, releaseSchema, type Problem } from '@genfill/contracts';
+import { InvalidInputError, releaseSchema, RequestFailedError, type Problem } from '@genfill/contracts';
+
+/** How long a live-path request (seal, unseal, catchup) is waited for before the API answers 202. */
+const REQUEST_WAIT_MS = 60_000;
 import type { Logger } from '@genfill/observability';
 import { cancelRelease, mirrorPause, removeReleaseQueue, setOperatorPause, type Actor, type Dispatcher } from '@genfill/planner';
 import { asRedisUnavailable, redisAnswers, withDeadline } from '@genfill/queue';
-import { approveVerb, asPrincipal, releaseList, releaseStatus, type Db } from '@genfill/registry';
+import { approveVerb, asPrincipal, awaitRequest, releaseList, releaseStatus, submitRequest, type Db } from '@genfill/registry';
 import { requirePermission, requirePrincipal } from './auth.ts';
 import type { ReleaseQueues } from './queues.ts';
 
@@ -54,7 +57,7 @@ const actor = (res: Response): Actor => ({ principal: requirePrincipal(res).subj
  * a warning in the answer, not a failure (the planner re-applies the pause; claims refuse a
  * cancelled release's jobs).
  */
-async function bestEffort<T>(dispatcher: Dispatcher, what: string, fn: () => Promise<T>): Promise<{ value: T | null; warning: string | null }> {
+export async function bestEffort<T>(dispatcher: Dispatcher, what: string, fn: () => Promise<T>): Promise<{ value: T | null; warning: string | null }> {
   const skipped = `${what} was not done; the registry is updated and workers obey it`;
   // BullMQ waits for a connection without a limit: probe first rather than leave a queue
   // command pending that could land long after a later, opposite one.
@@ -94,6 +97,27 @@ export function releaseRoutes(deps: ReleaseDeps): Router {
       const mirror = await bestEffort(dispatcher, `the queue ${verb}`, () => mirrorPause(dispatcher, id, paused));
       log.info({ release: id, subject: who.principal, changed: result.changed, queue: mirror.value }, `${verb} via the API`);
       res.json({ ...result, action: verb, principal: who.principal, queue: mirror.value, warning: mirror.warning });
+    });
+  }
+
+  // The live path's verbs are requests the projector service runs (README "Roles"): the API
+  // queues one as the token's subject and waits for it, bounded; 202 with the request id when
+  // no projector has run it yet (it stays queued).
+  for (const kind of ['seal', 'unseal', 'catchup'] as const) {
+    router.post(`/releases/:id/${kind}`, operate, json, async (req, res) => {
+      const id = idOf(req);
+      const { reason } = bodyOf(req);
+      const who = actor(res);
+      if (kind === 'unseal' && !reason) throw new InvalidInputError([{ path: 'reason', message: 'unseal needs a reason (it is recorded)' }]);
+      const request = await asPrincipal(db, who.principal, (conn) => submitRequest(conn, { kind, release: id, args: kind === 'unseal' ? { reason } : {} }));
+      const done = await awaitRequest(db, request, REQUEST_WAIT_MS);
+      if (!done) {
+        res.status(202).json({ request, state: 'PENDING', message: `request #${request} is queued: no projector service has run it within ${REQUEST_WAIT_MS / 1000} s` });
+        return;
+      }
+      if (done.state === 'FAILED') throw new RequestFailedError(done.error?.message ?? `${kind} failed`, done.error?.exitCode ?? 1, request);
+      log.info({ release: id, subject: who.principal, request }, `${kind} via the API`);
+      res.json({ request, principal: who.principal, ...(done.result as object) });
     });
   }
 

@@ -2,9 +2,20 @@
 // status, committed only while the worker's attempt is still the partition's token. The
 // receipt that completes the manifest moves the release to BUILDING → BUILT in the same
 // transaction. A fenced or failed build writes nothing.
-import { PartitionFailedError, StaleLeaseError } from '@genfill/contracts';
+import { isCarryMax, isCarryMin, PartitionFailedError, StaleLeaseError } from '@genfill/contracts';
 import { commitPartition, dataColumns, dependencyPins, getRelease, getTransformSql, relationColumns, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
-import { buildStatement, deleteRangeStatement, type BuildStatementInput, type DependencyColumns } from './statement.ts';
+import { carryDeleteStatement, carryStatement } from './carry.ts';
+import { boundValues, buildStatement, deleteRangeStatement, type BuildStatementInput, type DependencyColumns } from './statement.ts';
+
+/** A carry chunk's bounds as its time column compares them; an unbounded end is not compared. */
+function carryBounds(timeType: string, timezone: string, lower: Date, upper: Date): [Date | string, Date | string] {
+  if (isCarryMin(lower) || isCarryMax(upper)) {
+    const [l] = isCarryMin(lower) ? [lower] : boundValues({ timeType, timezone, lower, upper: lower });
+    const [, u] = isCarryMax(upper) ? [upper, upper] : boundValues({ timeType, timezone, lower: upper, upper });
+    return [l, u];
+  }
+  return boundValues({ timeType, timezone, lower, upper });
+}
 
 export interface BuildResult {
   receiptId: string;
@@ -110,8 +121,8 @@ export async function buildPartition(
   return withTransaction(db, async (conn) => {
     let t = performance.now();
     const plan = await releasePlan(db, conn, q.release);
-    const { rows: parts } = await conn.query<{ lower: Date; upper: Date; attempt: number; status: string; repair_pending: boolean }>(
-      'SELECT lower, upper, attempt, status, repair_pending FROM genfill.partitions WHERE release = $1 AND id = $2',
+    const { rows: parts } = await conn.query<{ lower: Date; upper: Date; attempt: number; status: string; repair_pending: boolean; kind: 'build' | 'carry' }>(
+      'SELECT lower, upper, attempt, status, repair_pending, kind FROM genfill.partitions WHERE release = $1 AND id = $2',
       [q.release, q.partition],
     );
     const part = parts[0];
@@ -121,10 +132,30 @@ export async function buildPartition(
     const { release, pins, deps, base } = plan;
     const spec = release.spec;
     const input = { ...base, lower: part.lower, upper: part.upper };
-    const statement = buildStatement(input, deps, 'fast');
+    const carry = part.kind === 'carry';
+    if (carry && !release.expected_active) throw new Error(`carry partition ${q.partition} of ${q.release}, which has no expected active generation`);
+    const carryInput = carry
+      ? {
+          dataset: base.dataset,
+          generation: base.generation,
+          from: release.expected_active!,
+          key: base.key,
+          time: base.time,
+          timeType: base.timeType,
+          columns: base.columns,
+          conserved: base.conserved,
+          lower: part.lower,
+          upper: part.upper,
+          bounds: carryBounds(base.timeType, base.timezone, part.lower, part.upper),
+        }
+      : null;
+    const statement = carryInput ? carryStatement(carryInput) : buildStatement(input, deps, 'fast');
     // A repair replaces exactly this partition's rows; the superseded receipt stays.
+    // Repairs and catch-up rounds of a release serialize (SPEC invariant 8): a round that read
+    // CF must not miss a receipt committed under it (@genfill/projector lockCatchup).
+    if (repair) await conn.query(`SELECT pg_advisory_xact_lock(hashtextextended('genfill:catchup:' || $1, 0))`, [q.release]);
     const superseded = repair ? await currentReceipt(conn, q.release, q.partition) : null;
-    if (repair) timings.deleted = (await conn.query(deleteRangeStatement(input))).rowCount ?? 0;
+    if (repair) timings.deleted = (await conn.query(carryInput ? carryDeleteStatement(carryInput) : deleteRangeStatement(input))).rowCount ?? 0;
     lap('prepare', t);
 
     t = performance.now();
@@ -160,7 +191,7 @@ export async function buildPartition(
         `the transform produced ${r.fanout_keys} key(s) more than once (e.g. ${(r.fanout_sample as string[]).slice(0, 5).join(', ')}); nothing was written`,
       );
     }
-    const changed = pins
+    const changed = (carry ? [] : pins)
       .map((p, i) => ({ relation: p.relation, pinned: { rows: p.row_count, hash: p.content_hash }, now: { rows: r[`dep_n_${i}`], hash: r[`dep_h_${i}`] } }))
       .filter((d) => d.pinned.rows !== d.now.rows || d.pinned.hash !== d.now.hash);
     if (changed.length > 0) {
@@ -173,8 +204,23 @@ export async function buildPartition(
       );
     }
 
+    // Every watermark contains the release floor (invariant 8): a copy or build that read an
+    // older frontier than the plan's would leave events below it to nobody.
+    const { rows: floor } = await conn.query<{ ok: boolean; floor: string }>(
+      'SELECT genfill.snapshot_contains($2::pg_snapshot, floor) AS ok, floor::text FROM genfill.release_floors WHERE release = $1',
+      [q.release, String(r.watermark)],
+    );
+    if (floor[0] && !floor[0].ok) {
+      throw new PartitionFailedError(
+        q.release,
+        q.partition,
+        'WATERMARK_BELOW_FLOOR',
+        { watermark: r.watermark, floor: floor[0].floor },
+        `the watermark ${String(r.watermark)} does not contain the release floor ${floor[0].floor}; nothing was written`,
+      );
+    }
     const conserved = Object.fromEntries(spec.reconcile.conserved.map((c) => [c, { source: r[`src_${c}`], candidate: r[`out_${c}`] }]));
-    const dependencyHashes = Object.fromEntries(pins.map((p) => [p.relation, { rows: p.row_count, hash: p.content_hash }]));
+    const dependencyHashes = carry ? {} : Object.fromEntries(pins.map((p) => [p.relation, { rows: p.row_count, hash: p.content_hash }]));
     timings.total = Math.round((performance.now() - started + (q.claimMs ?? 0)) * 10) / 10;
     // Fence, receipt and completion in one statement, as late as possible: the release row
     // lock is held for one round trip (a stalled worker cannot hold it across several).

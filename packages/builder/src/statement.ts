@@ -48,7 +48,7 @@ function timeBound(type: string, param: string): string {
  * computed by Temporal like the grid. Never `AT TIME ZONE` in SQL: PostgreSQL reads some zone
  * names (CET, EET, …) as fixed abbreviations, which would shift a summer partition by an hour.
  */
-function boundValues(input: Pick<BuildStatementInput, 'timeType' | 'timezone' | 'lower' | 'upper'>): [Date | string, Date | string] {
+export function boundValues(input: Pick<BuildStatementInput, 'timeType' | 'timezone' | 'lower' | 'upper'>): [Date | string, Date | string] {
   if (input.timeType === 'timestamp with time zone') return [input.lower, input.upper];
   const wall = wallClockBounds(input.lower, input.upper, input.timezone);
   return [wall.lower, wall.upper];

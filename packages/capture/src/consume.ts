@@ -59,7 +59,7 @@ export interface ConsumedBatch {
 const COLUMNS = 'event_id, key, op, row, revision, txid';
 
 /** The predicate over genfill.change_log: source $1, visible in S ($3) and not in F ($2). */
-function newEventsWhere(): string {
+export function newEventsWhere(): string {
   return `source_table = $1
    AND (txid >= pg_snapshot_xmax($2::pg_snapshot) OR txid = ANY (ARRAY(SELECT pg_snapshot_xip($2::pg_snapshot))))
    AND txid < pg_snapshot_xmax($3::pg_snapshot)

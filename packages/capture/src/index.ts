@@ -1,8 +1,8 @@
 // @genfill/capture: change capture (statement-level triggers into genfill.change_log), the
 // ingress mirror and `genfill ingest`, and the consumption primitive the projector and
 // catch-up share (SPEC "Capture rules", "Ingress", invariants 5 and 6).
-export { ConsumeIsolationError, type ConsumedBatch, type ConsumedEvent, type ConsumeOrder, type ConsumeRange, consumeBatch, consumeStatement, FrontierAheadError, newEventsStatement } from './consume.ts';
-export { contains, formatSnapshot, GENESIS_SNAPSHOT, parseSnapshot, type Snapshot, snapshotContains, visibleIn } from './snapshot.ts';
+export { ConsumeIsolationError, type ConsumedBatch, type ConsumedEvent, type ConsumeOrder, type ConsumeRange, consumeBatch, consumeStatement, FrontierAheadError, newEventsStatement, newEventsWhere } from './consume.ts';
+export { containmentMinimum, contains, formatSnapshot, GENESIS_SNAPSHOT, parseSnapshot, type Snapshot, snapshotContains, visibleIn } from './snapshot.ts';
 export { installIngressMirror, type IngressMirror, type IngressMirrorInstall, ingressMirrorOf } from './ingress.ts';
 export { INGRESS_MAX_LINE_BYTES, type IngressEvent, ingressEventSchema, type MirrorShape, ndjsonLines, parseEventLine, type ParsedLine, type RawLine } from './ingress-events.ts';
 export { INGRESS_RETRY_AFTER_SECONDS, ingest, type IngestOptions, type IngestResult } from './ingress-ingest.ts';

@@ -70,3 +70,17 @@ export async function snapshotContains(conn: Pick<Conn, 'query'>, b: string, a: 
   const { rows } = await conn.query<{ c: boolean }>(`SELECT genfill.snapshot_contains($1::pg_snapshot, $2::pg_snapshot) AS c`, [b, a]);
   return rows[0]!.c;
 }
+
+/**
+ * The containment-minimum of snapshots: the largest snapshot every one of them contains — it
+ * sees a transaction only when all of them do. xmax is the smallest xmax; a transaction below it
+ * is in progress when any of them has it in progress.
+ */
+export function containmentMinimum(snapshots: readonly Snapshot[]): Snapshot {
+  if (snapshots.length === 0) throw new Error('containmentMinimum of no snapshots');
+  const xmax = snapshots.reduce((m, s) => (s.xmax < m ? s.xmax : m), snapshots[0]!.xmax);
+  const xip = [...new Set(snapshots.flatMap((s) => s.xip.filter((x) => x < xmax)))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const lowest = snapshots.reduce((m, s) => (s.xmin < m ? s.xmin : m), snapshots[0]!.xmin);
+  const xmin = xip.length > 0 && xip[0]! < lowest ? xip[0]! : lowest < xmax ? lowest : xmax;
+  return { xmin, xmax, xip };
+}

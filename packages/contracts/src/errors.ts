@@ -181,7 +181,7 @@ export class StaleLeaseError extends RefusedError {
   }
 }
 
-export const FINAL_FAILURE_REASONS = ['JOIN_FANOUT', 'DEPENDENCY_CHANGED', 'TRANSFORM_ERROR'] as const;
+export const FINAL_FAILURE_REASONS = ['JOIN_FANOUT', 'DEPENDENCY_CHANGED', 'TRANSFORM_ERROR', 'WATERMARK_BELOW_FLOOR'] as const;
 export type FinalFailureReason = (typeof FINAL_FAILURE_REASONS)[number];
 
 /** A partition cannot be built by retrying: it fails with a reason and evidence. */

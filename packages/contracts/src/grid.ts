@@ -34,6 +34,19 @@ export interface CoverageProof {
   boundariesSha256: string;
 }
 
+/**
+ * The stored bounds of the carry chunks that are unbounded below and above (invariant 2): a
+ * copy does not compare them, so a row of any time is carried.
+ */
+export const CARRY_MIN = '0001-01-01T00:00:00Z';
+export const CARRY_MAX = '9999-12-31T00:00:00Z';
+export function isCarryMin(d: Date): boolean {
+  return d.getTime() === Date.parse(CARRY_MIN);
+}
+export function isCarryMax(d: Date): boolean {
+  return d.getTime() === Date.parse(CARRY_MAX);
+}
+
 /** A manifest larger than this is a mistake in `partition.every` or `range`, not a plan. */
 export const MAX_PARTITIONS = 200_000;
 

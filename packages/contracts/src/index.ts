@@ -21,7 +21,7 @@ export {
   SchemaVersionError,
   StaleLeaseError,
 } from './errors.ts';
-export { computeGrid, coverageProof, type CoverageProof, type GridPartition } from './grid.ts';
+export { CARRY_MAX, CARRY_MIN, computeGrid, coverageProof, type CoverageProof, type GridPartition, isCarryMax, isCarryMin } from './grid.ts';
 export { type LoadedRelease, loadRelease, releaseSchema, type ReleaseSpec, sha256 } from './release.ts';
 export { type Query, quoteIdent, quoteQualified } from './sql.ts';
 export { canTransition, OPEN_STATES, RELEASE_STATES, type ReleaseState, TRANSITIONS } from './states.ts';

@@ -136,6 +136,15 @@ function checkSemantics(spec: ReleaseSpec): { problems: Problem[]; spec: Release
   if (spec.source.key.includes(spec.source.time)) {
     problems.push({ path: 'source.time', message: 'the time column must not be part of the key' });
   }
+  // UPSERT (inside the range, keys the transform does not produce keep the old generation's
+  // rows) is not built: the projector, catch-up and carry all write REPLACE_RANGE's meaning, so
+  // accepting it would silently drop those rows. Refused rather than ignored.
+  if (spec.target.writeMode === 'UPSERT') {
+    problems.push({
+      path: 'target.writeMode',
+      message: 'UPSERT is not supported yet (keys the transform does not produce would be dropped, not kept): use REPLACE_RANGE, or make the transform produce every key of the range',
+    });
+  }
   for (const c of spec.reconcile.conserved) {
     if (spec.reconcile.expectedDiff.includes(c)) {
       problems.push({ path: 'reconcile.conserved', message: `${c} is both conserved and an expected difference` });

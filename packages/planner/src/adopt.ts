@@ -30,6 +30,7 @@ import {
   type Conn,
   type Db,
 } from '@genfill/registry';
+import { installCapture } from '@genfill/capture';
 import { checkTransformStatic, probeTransform } from '@genfill/transform';
 import { checkSourceTable, tableColumns } from './admission.ts';
 
@@ -43,14 +44,21 @@ export const adoptOptionsSchema = z.strictObject({
   table: qualified,
   generation: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,39}$/, 'must be 1–40 characters of lower-case letters, digits, _ and -'),
   transformFile: z.string().min(1),
+  /** Tables the transform reads besides the source: captured, and a change marks the dataset stale. */
+  dependencies: z.array(qualified).default([]),
 });
-export type AdoptOptions = z.infer<typeof adoptOptionsSchema>;
+export type AdoptOptions = z.input<typeof adoptOptionsSchema>;
+type AdoptParsed = z.infer<typeof adoptOptionsSchema>;
 
 export interface AdoptResult {
   status: 'adopted' | 'already-adopted';
   dataset: string;
   generation: string;
   rows: number;
+  /** The first projector frontier: the adopt snapshot, taken after capture was installed. */
+  frontier: string | null;
+  /** Tables whose capture this adopt installed or found in place (source, dependencies). */
+  captured: string[];
 }
 
 const SAMPLE = 20;
@@ -61,7 +69,7 @@ async function relkind(conn: Conn, name: string): Promise<string | null> {
 }
 
 /** Everything that would make adopt lose, change or hide rows, or break the table's users. */
-async function preflight(conn: Conn, o: AdoptOptions, transformSql: string): Promise<void> {
+async function preflight(conn: Conn, o: AdoptParsed, transformSql: string): Promise<void> {
   const problems: Problem[] = [];
   const src = await checkSourceTable(conn, { table: o.source, key: o.key, time: o.time }, { table: '--source', key: '--key', time: '--time' });
   problems.push(...src.problems);
@@ -120,7 +128,7 @@ async function preflight(conn: Conn, o: AdoptOptions, transformSql: string): Pro
 }
 
 /** Step 1: the table moves under genfill_data; a same-shaped plain view takes its name. */
-async function move(db: Db, o: AdoptOptions, transformSql: string, transformDigest: string): Promise<void> {
+async function move(db: Db, o: AdoptParsed, transformSql: string, transformDigest: string): Promise<void> {
   const gtable = generationTable(o.dataset, o.generation);
   const [schema, name] = o.table.split('.') as [string, string];
   await withTransaction(db, async (conn) => {
@@ -146,7 +154,7 @@ async function move(db: Db, o: AdoptOptions, transformSql: string, transformDige
 }
 
 /** Step 2: system columns and the partition bound, without blocking readers. */
-async function shape(db: Db, o: AdoptOptions): Promise<void> {
+async function shape(db: Db, o: AdoptParsed): Promise<void> {
   const t = qualifiedGenerationTable(o.dataset, o.generation);
   // The name genfill.add_generation looks for, so attach does not add a second CHECK.
   const check = quoteIdent(`gf_generation_${createHash('md5').update(o.generation).digest('hex')}`);
@@ -179,7 +187,7 @@ async function isAttached(conn: Conn, table: string): Promise<boolean> {
 }
 
 /** Step 3: the parent, the attach, the view on the pointer row, the registry rows. */
-async function attach(db: Db, o: AdoptOptions, transformDigest: string): Promise<number> {
+async function attach(db: Db, o: AdoptParsed, transformDigest: string): Promise<{ rows: number; frontier: string }> {
   return withTransaction(db, async (conn) => {
     await conn.query(`SET LOCAL lock_timeout = '5s'`);
     // Readers lock the view before the table behind it; taking them in the same order keeps
@@ -205,9 +213,54 @@ async function attach(db: Db, o: AdoptOptions, transformDigest: string): Promise
     // Same columns, same order as the plain view of step 1: CREATE OR REPLACE is allowed.
     await conn.query(`CREATE OR REPLACE VIEW ${quoteQualified(o.table)} AS ${await targetViewSql(conn, o.dataset)}`);
     const { rows } = await conn.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${t}`);
-    await logDatasetAction(conn, { dataset: o.dataset, action: DATASET_ACTIONS.adopt, generation: o.generation, detail: { rows: rows[0]!.n, transform: transformDigest } });
-    return rows[0]!.n;
+    const frontier = await recordLiveStart(conn, o);
+    await logDatasetAction(conn, { dataset: o.dataset, action: DATASET_ACTIONS.adopt, generation: o.generation, detail: { rows: rows[0]!.n, transform: transformDigest, frontier } });
+    return { rows: rows[0]!.n, frontier };
   });
+}
+
+/**
+ * The live path starts here: capture was installed (and committed) before this transaction, so
+ * its snapshot — the adopt snapshot — is the first projector frontier; every change the log
+ * holds beyond it is the projector's to apply. The adopted rows are what the old pipeline last
+ * wrote, not necessarily the transform of the source: they stay unverified until a drift
+ * check. Idempotent: an existing frontier is kept.
+ */
+async function recordLiveStart(conn: Conn, o: AdoptParsed): Promise<string> {
+  const { rows } = await conn.query<{ frontier: string }>(
+    `WITH f AS (
+       INSERT INTO genfill.frontiers (dataset, generation, snapshot) VALUES ($1, $2, pg_current_snapshot())
+       ON CONFLICT (dataset, generation) DO NOTHING RETURNING snapshot)
+     SELECT coalesce((SELECT snapshot FROM f), (SELECT snapshot FROM genfill.frontiers WHERE dataset = $1 AND generation = $2))::text AS frontier`,
+    [o.dataset, o.generation],
+  );
+  const frontier = rows[0]!.frontier;
+  await conn.query(
+    `INSERT INTO genfill.epochs (dataset, epoch, generation, opened_for)
+     SELECT d.name, d.ingress_epoch, $2, 'adopt' FROM genfill.datasets d WHERE d.name = $1
+     ON CONFLICT DO NOTHING`,
+    [o.dataset, o.generation],
+  );
+  await conn.query(
+    `INSERT INTO genfill.dataset_flags (dataset, adopt_unverified, adopt_snapshot) VALUES ($1, true, $2::pg_snapshot)
+     ON CONFLICT (dataset) DO NOTHING`,
+    [o.dataset, frontier],
+  );
+  for (const dep of o.dependencies) {
+    await conn.query('INSERT INTO genfill.dataset_dependencies (dataset, relation) VALUES ($1, $2) ON CONFLICT DO NOTHING', [o.dataset, dep]);
+  }
+  return frontier;
+}
+
+/** Capture the source (unless it is captured or an ingress mirror) and the dependencies, before the adopt snapshot. */
+async function captureForAdopt(db: Db, o: AdoptParsed): Promise<string[]> {
+  const done: string[] = [];
+  for (const table of [o.source, ...o.dependencies]) {
+    const { rows } = await db.query<{ mode: string }>('SELECT mode FROM genfill.captures WHERE relid = to_regclass($1)', [table]);
+    if (!rows[0]) await installCapture(db, { table });
+    done.push(table);
+  }
+  return done;
 }
 
 export async function adoptDataset(db: Db, input: AdoptOptions): Promise<AdoptResult> {
@@ -234,6 +287,7 @@ export async function adoptDataset(db: Db, input: AdoptOptions): Promise<AdoptRe
   const lock = await db.connect();
   try {
     await lock.query(`SELECT pg_advisory_lock(hashtextextended('genfill:adopt:' || $1, 0))`, [o.dataset]);
+    let captured: string[] = [];
     const dataset = await findDataset(lock, o.dataset);
     if (dataset && (dataset.target_table !== o.table || dataset.source_table !== o.source)) {
       throw new RefusedError(`dataset ${o.dataset} is registered with target ${dataset.target_table} and source ${dataset.source_table}`);
@@ -243,20 +297,25 @@ export async function adoptDataset(db: Db, input: AdoptOptions): Promise<AdoptRe
         throw new RefusedError(`dataset ${o.dataset} already has active generation ${dataset.active_generation}: adopt makes only a first generation`);
       }
       const { rows } = await lock.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${qualifiedGenerationTable(o.dataset, o.generation)}`);
-      return { status: 'already-adopted', dataset: o.dataset, generation: o.generation, rows: rows[0]!.n };
+      // Adopted before the live path existed: capture now, and start the projector from here.
+      captured = await captureForAdopt(db, o);
+      const frontier = await withTransaction(db, (conn) => recordLiveStart(conn, o));
+      return { status: 'already-adopted', dataset: o.dataset, generation: o.generation, rows: rows[0]!.n, frontier, captured };
     }
     const kind = await relkind(lock, o.table);
     const movedExists = (await relkind(lock, `${DATA_SCHEMA}.${quoteIdent(generationTable(o.dataset, o.generation))}`)) !== null;
     if (!(dataset && kind === 'v' && movedExists)) {
       if (dataset) throw new RefusedError(`dataset ${o.dataset} is registered but ${o.table} is not in the state an interrupted adopt leaves`);
       await preflight(lock, o, transformSql);
+      captured = await captureForAdopt(db, o);
       await move(db, o, transformSql, transformDigest);
     } else if ((await lock.query(`SELECT 1 FROM genfill.transforms WHERE digest = $1`, [transformDigest])).rowCount === 0) {
       throw new RefusedError(`an interrupted adopt of ${o.dataset} used another transform file; resume it with the same file`);
     }
+    if (captured.length === 0) captured = await captureForAdopt(db, o);
     await shape(db, o);
-    const rows = await attach(db, o, transformDigest);
-    return { status: 'adopted', dataset: o.dataset, generation: o.generation, rows };
+    const { rows, frontier } = await attach(db, o, transformDigest);
+    return { status: 'adopted', dataset: o.dataset, generation: o.generation, rows, frontier, captured };
   } finally {
     await lock.query(`SELECT pg_advisory_unlock(hashtextextended('genfill:adopt:' || $1, 0))`, [o.dataset]).catch(() => undefined);
     lock.release();

@@ -4,6 +4,7 @@
 // twice at once: the second run waits on the release's lock and finds the manifest there.
 import { computeGrid, coverageProof, quoteQualified, RefusedError, type CoverageProof } from '@genfill/contracts';
 import { wrapTransform } from '@genfill/transform';
+import { carryPartitions } from './carry.ts';
 import {
   addGeneration,
   casTransition,
@@ -36,7 +37,12 @@ export interface PlanResult {
   release: string;
   status: 'planned' | 'already-planned';
   state: string;
+  /** Build and carry partitions. */
   partitions: number;
+  /** Of which carry chunks (outside [from, to), copied from the active generation). */
+  carry: number;
+  /** The release floor: part of the log's pruning horizon until the release ends; every watermark contains it. */
+  floor: string | null;
   first: { id: string; lower: string; upper: string } | null;
   last: { id: string; lower: string; upper: string } | null;
   coverage: CoverageProof & { rangeUnion?: string[] };
@@ -71,13 +77,17 @@ async function baseTransformMap(conn: Conn, release: ReleaseRow): Promise<Transf
 async function summary(conn: Conn, release: ReleaseRow, status: PlanResult['status']): Promise<PlanResult> {
   const manifest = await findManifest(conn, release.id);
   if (!manifest) throw new Error(`release ${release.id} is ${release.state} but has no manifest`);
-  const grid = await storedGrid(conn, release.id);
+  const all = await storedGrid(conn, release.id);
+  const grid = all.filter((p) => p.kind === 'build');
   const pick = (p: (typeof grid)[number] | undefined) => (p ? { id: p.id, lower: p.lower, upper: p.upper } : null);
+  const { rows: floor } = await conn.query<{ floor: string | null }>('SELECT floor::text FROM genfill.release_floors WHERE release = $1', [release.id]);
   return {
     release: release.id,
     status,
     state: release.state,
     partitions: manifest.partition_count,
+    carry: all.length - grid.length,
+    floor: floor[0]?.floor ?? null,
     first: pick(grid[0]),
     last: pick(grid.at(-1)),
     coverage: manifest.coverage_proof,
@@ -113,7 +123,7 @@ async function createLayout(conn: Conn, release: ReleaseRow): Promise<void> {
   }
 }
 
-export async function planRelease(db: Db, id: string): Promise<PlanResult> {
+export async function planRelease(db: Db, id: string, opts: { carryRows?: number } = {}): Promise<PlanResult> {
   return withTransaction(db, async (conn) => {
     await conn.query(`SELECT pg_advisory_xact_lock(hashtextextended('genfill:plan:' || $1, 0))`, [id]);
     const release = await getRelease(conn, id, { lock: 'FOR UPDATE' });
@@ -122,6 +132,20 @@ export async function planRelease(db: Db, id: string): Promise<PlanResult> {
 
     const base = await baseTransformMap(conn, release);
     const spec = release.spec;
+    // One open release per candidate generation: its catch-up frontier, floor and cutover are
+    // the release's; several ranges are several releases, one after another.
+    const { rows: other } = await conn.query<{ id: string; state: string }>(
+      `SELECT id, state FROM genfill.releases
+        WHERE dataset = $1 AND generation = $2 AND id <> $3 AND state NOT IN ('DRAFT', 'CANCELLED', 'ACTIVE', 'RETIRED', 'ROLLED_BACK')
+        ORDER BY id LIMIT 1`,
+      [release.dataset, release.generation, id],
+    );
+    if (other[0]) {
+      throw new RefusedError(
+        `release ${other[0].id} (${other[0].state}) is open on candidate generation ${release.generation}: one open release per candidate; ` +
+          'finish or cancel it, or submit this range into another generation',
+      );
+    }
     // Several releases may fill one candidate generation with disjoint ranges: each overlays
     // its range onto the map the candidate already has. First, so that a generation which may
     // not take this release (not a candidate, abandoned, holding a cancelled release's rows)
@@ -141,13 +165,26 @@ export async function planRelease(db: Db, id: string): Promise<PlanResult> {
       const h = await contentHash(conn, relation);
       await insertDependencyPin(conn, { release: id, relation, rowCount: h.rowCount, contentHash: h.contentHash });
     }
-    await insertManifest(conn, { release: id, count: grid.length, boundariesSha256: planned.boundariesSha256, proof: planned });
-    await insertPartitions(conn, id, grid);
+    const carry = await carryPartitions(conn, release, grid.length, opts.carryRows);
+    if (carry.proof && !(carry.proof.contiguous && carry.proof.unboundedEnds && carry.proof.touchesRange)) {
+      throw new Error(`carry coverage failed for ${id}: ${JSON.stringify(carry.proof)}`);
+    }
+    await insertManifest(conn, { release: id, count: grid.length + carry.partitions.length, boundariesSha256: planned.boundariesSha256, proof: planned });
+    await insertPartitions(conn, id, [...grid, ...carry.partitions]);
+    // The floor: the containment-minimum of this snapshot and the projector's frontier — the
+    // frontier itself, which committed before this statement's snapshot was taken (so the
+    // snapshot contains it); the snapshot when there is no live writer yet.
+    await conn.query(
+      `INSERT INTO genfill.release_floors (release, floor)
+       SELECT $1, coalesce(f.snapshot, pg_current_snapshot())
+         FROM (SELECT 1) AS one LEFT JOIN genfill.frontiers f ON f.dataset = $2 AND f.generation = $3`,
+      [id, release.dataset, release.expected_active],
+    );
 
     // Re-derive the proof from what was stored, and have the database union the ranges.
-    const stored = coverageProof(gridSpec, await storedGrid(conn, id));
+    const stored = coverageProof(gridSpec, (await storedGrid(conn, id)).filter((p) => p.kind === 'build'));
     const union = await rangeUnion(conn, id);
-    const proof = { ...stored, rangeUnion: union };
+    const proof = { ...stored, rangeUnion: union, ...(carry.proof ? { carry: carry.proof } : {}) };
     if (!stored.contiguous || !stored.exactEnds || stored.gaps + stored.overlaps > 0 || stored.boundariesSha256 !== planned.boundariesSha256 || union.length !== 1) {
       throw new Error(`coverage proof failed for ${id}: ${JSON.stringify(proof)}`);
     }

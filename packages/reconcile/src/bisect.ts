@@ -9,7 +9,6 @@
 // Access paths: the candidate is read by its primary key (generation, key…) in key ranges;
 // the source by its own indexes (time, key). "Rows read" counts the rows each query
 // aggregates or returns: what a join would have to compare.
-import { quoteQualified } from '@genfill/contracts';
 import type { Conn } from '@genfill/registry';
 import type { FindingInput } from './findings.ts';
 import { col, inRange, keyCompare, keyJson, keyText, literal, orderByKey, Params, timeBounds, transformBody, type KeyColumn } from './fragments.ts';
@@ -114,7 +113,7 @@ export class Bisector {
     const outTime = inRange(col('t', this.s.time), this.#timeType, lo, hi);
     const outKeys = this.#range('t', this.#storedKeys, r, p, null);
     return {
-      withSource: `WITH source AS (SELECT * FROM ${quoteQualified(this.s.sourceTable)} AS s WHERE ${srcTime} AND ${srcEnv} AND ${srcKeys})`,
+      withSource: `WITH source AS (SELECT * FROM ${this.s.sourceRel} AS s WHERE ${srcTime} AND ${srcEnv} AND ${srcKeys})`,
       outWhere: `${outTime} AND ${outKeys}`,
     };
   }
@@ -176,7 +175,7 @@ ${transformBody(this.s.transformSql)}
     const keys = this.#range('s', this.#sourceKeys, r, q, null);
     const off = q.add(offset);
     const { rows } = await conn.query<{ k: string[] }>(
-      `SELECT ${keyText('s', this.#sourceKeys)} AS k FROM ${quoteQualified(this.s.sourceTable)} AS s
+      `SELECT ${keyText('s', this.#sourceKeys)} AS k FROM ${this.s.sourceRel} AS s
         WHERE ${time} AND ${env} AND ${keys} ORDER BY ${orderByKey('s', this.#sourceKeys)} OFFSET ${off} LIMIT 1`,
       q.values,
     );

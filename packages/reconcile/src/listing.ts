@@ -3,7 +3,6 @@
 // outside `expectedDiff` that changed, tombstones and rows without a time in a fresh build,
 // and the rows whose conserved column differs from the source. They run only when a count
 // is non-zero, and stream through a cursor: the list is complete, whatever its length.
-import { quoteQualified } from '@genfill/contracts';
 import type { Conn } from '@genfill/registry';
 import type { FindingInput, FindingKind, FindingsWriter } from './findings.ts';
 import { col, keyJson, literal, orderByKey } from './fragments.ts';
@@ -122,7 +121,7 @@ n AS (
 )
 SELECT n."__gf_b" AS bucket, 'conserved' AS kind, ${keyJson('n', keys)} AS kj,
        array_remove(ARRAY[${cols.join(', ')}]::text[], NULL) AS columns
-  FROM n JOIN ${quoteQualified(s.sourceTable)} AS src ON ${s.key.map((k) => `${col('src', k)} = ${col('n', k)}`).join(' AND ')}
+  FROM n JOIN ${s.sourceRel} AS src ON ${s.key.map((k) => `${col('src', k)} = ${col('n', k)}`).join(' AND ')}
  WHERE n."__gf_b" = ANY(${r.p.add(buckets)}::int[])
    AND ${inRelease(r, col('src', s.time), srcTimeType)}
    AND (${s.conserved.map((c) => `${col('src', c)} IS DISTINCT FROM ${col('n', c)}`).join(' OR ')})

@@ -9,7 +9,6 @@
 // partition. width_bucket() puts each row in its partition by binary search instead. For
 // the dual pass this runs the transform once over [from, to); its contract is row-local
 // (one output row per source row), so that is the per-partition result, grouped.
-import { quoteQualified } from '@genfill/contracts';
 import type { Conn } from '@genfill/registry';
 import { boundArrays, boundsCte, bucketOf, col, inRange, orderByKey, Params, timeBounds, transformBody, type Bound } from './fragments.ts';
 import { hashOf, root, rootOf, type Digest } from './roots.ts';
@@ -236,7 +235,7 @@ export function sourcePassSql(s: Subject, build: readonly PartitionRef[]): Sql {
   const sums = s.conserved.map((c, i) => `coalesce(sum(${col('s', c)}), 0)::text AS "sum_${i}"`);
   const text = `WITH ${bounds(r, timeType)}
 SELECT ${bucket(r, col('s', s.time), timeType)} AS bucket, count(*)::text AS rows${sums.map((x) => `, ${x}`).join('')}
-  FROM ${quoteQualified(s.sourceTable)} AS s
+  FROM ${s.sourceRel} AS s
  WHERE ${inRelease(r, col('s', s.time), timeType)}
  GROUP BY 1`;
   return { text, values: r.p.values };
@@ -263,7 +262,7 @@ export interface DualBucket {
 
 /** The source restricted to [from, to), as the CTE `source` the transform reads. */
 export function sourceCte(s: Subject, where: string): string {
-  return `source AS (SELECT * FROM ${quoteQualified(s.sourceTable)} AS s WHERE ${where})`;
+  return `source AS (SELECT * FROM ${s.sourceRel} AS s WHERE ${where})`;
 }
 
 /** The second computation: the transform over the source, grouped by the partition of its output. */

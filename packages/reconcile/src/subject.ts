@@ -3,6 +3,7 @@
 // here trusts a counter a worker wrote; receipts are loaded only to be checked.
 import { NotFoundError, quoteQualified, RefusedError, type ReleaseState } from '@genfill/contracts';
 import { parentExists, qualifiedGenerationTable, qualifiedParent, relationColumns, type Conn } from '@genfill/registry';
+import { loadLive, notPending, type LiveView } from './live.ts';
 
 const SYSTEM_COLUMNS = ['generation', '_gf_rev', '_gf_deleted'];
 
@@ -61,8 +62,16 @@ export interface Subject {
   columns: Column[];
   /** Types of the source table's columns, by name. */
   sourceTypes: Map<string, string>;
+  /**
+   * The relations the passes read, as `FROM <x> AS alias` takes them: the tables themselves,
+   * or — when the release is on the live path (live.ts) — the rows of keys not pending, and
+   * for the candidate without the tombstones catch-up wrote.
+   */
   candidateTable: string;
   oldTable: string | null;
+  sourceRel: string;
+  /** The live path's view: the catch-up frontier verified at, pending keys, touched partitions. */
+  live: LiveView | null;
   transformSql: string;
   manifest: { count: number; boundariesSha256: string; proofSha256: string | null } | null;
   /** Every stored partition, ordered by lower. */
@@ -206,6 +215,20 @@ export async function loadSubject(conn: Conn, id: string): Promise<Subject> {
       throw new RefusedError(`reconcile.conserved column ${c} of ${id} must be in both ${spec.source.table} and the generation table`);
     }
   }
+  const candidateTable = qualifiedGenerationTable(r.dataset, r.generation);
+  const oldTable = r.expected_active === null ? null : qualifiedGenerationTable(r.dataset, r.expected_active);
+  const live = await loadLive(conn, {
+    id: r.id,
+    expectedActive: r.expected_active,
+    sourceTable: spec.source.table,
+    key: spec.source.key,
+    time: spec.source.time,
+    timezone: r.timezone,
+    candidateTable,
+    timeType: sourceTypes.get(spec.source.time) ?? 'timestamp with time zone',
+  });
+  const filtered = (table: string, alias: string, extra = '') =>
+    live ? `(SELECT * FROM ${table} AS ${alias} WHERE ${extra}${notPending(live, spec.source.table, spec.source.key, alias)})` : table;
   return {
     release: r.id,
     state: r.state,
@@ -227,8 +250,10 @@ export async function loadSubject(conn: Conn, id: string): Promise<Subject> {
     expectedDiff: spec.reconcile?.expectedDiff ?? [],
     columns,
     sourceTypes,
-    candidateTable: qualifiedGenerationTable(r.dataset, r.generation),
-    oldTable: r.expected_active === null ? null : qualifiedGenerationTable(r.dataset, r.expected_active),
+    candidateTable: filtered(candidateTable, 'gf_c', 'NOT (gf_c."_gf_deleted" AND gf_c."_gf_rev" > 0) AND '),
+    oldTable: oldTable === null ? null : filtered(oldTable, 'gf_o'),
+    sourceRel: filtered(quoteQualified(spec.source.table), 'gf_s'),
+    live,
     transformSql: await transformSql(conn, r.transform_digest),
     manifest: await manifestRow(conn, id),
     partitions: await partitionRows(conn, id),

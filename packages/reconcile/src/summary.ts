@@ -42,6 +42,12 @@ export interface ReconcileSummary {
   };
   rowsRead: RowsRead;
   timings: Record<string, number>;
+  /**
+   * The live path (live.ts): the catch-up frontier verified at, the keys pending after it
+   * (left out of every pass, not findings), catch-up rounds, and the partitions whose
+   * receipts were not compared because catch-up touched them or a pending key lives in them.
+   */
+  live?: { catchupFrontier: string; pendingKeys: number; rounds: number; receiptsSuperseded: string[] } | null;
 }
 
 const sum = (xs: bigint[]) => xs.reduce((a, b) => a + b, 0n);
@@ -123,5 +129,13 @@ export function summarize(
       : null,
     rowsRead: x.rowsRead,
     timings: x.timings,
+    live: s.live
+      ? {
+          catchupFrontier: s.live.cf,
+          pendingKeys: s.live.pendingKeys,
+          rounds: s.live.rounds,
+          receiptsSuperseded: x.checks.map((c) => c.partition.id).filter((id) => s.live!.touched.has(id) || s.live!.pendingPartitions.has(id)),
+        }
+      : null,
   };
 }

@@ -50,6 +50,7 @@ export {
 export { casTransition, commitPartition, type PartitionCommit, setThrottlePause } from './transitions.ts';
 export { asPrincipal, approveVerb, type ApproveRow, cancelReleaseVerb, operatorPauseVerb, submitReleaseVerb, verbError } from './verbs.ts';
 export {
+  awaitRequest,
   claimRequest,
   executeRequest,
   finishRequest,

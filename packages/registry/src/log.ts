@@ -28,6 +28,13 @@ export const RELEASE_ACTIONS = {
   approve: 'approve',
   /** → RECONCILIATION_REQUIRED: an ingested key came at a held revision with another payload (genfill.ingress_record_conflict, 0011). */
   ingressConflict: 'ingress-conflict',
+  /** Written by genfill.seal_epoch / unseal_epoch (migration 0013). */
+  seal: 'seal',
+  unseal: 'unseal',
+  /** A captured dependency changed (genfill.mark_dependency_stale, 0013). */
+  dependencyChanged: 'dependency-changed',
+  /** INGRESS_SEALED → CAUGHT_UP: the catch-up round to the barrier (0014). */
+  caughtUp: 'caught-up',
 } as const;
 export type ReleaseAction = (typeof RELEASE_ACTIONS)[keyof typeof RELEASE_ACTIONS];
 

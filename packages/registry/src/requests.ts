@@ -8,7 +8,7 @@ import { GenfillError, InvalidInputError, type ExitCode, type Problem } from '@g
 import { poolAs, type Conn, type Db } from './db.ts';
 import { verbError } from './verbs.ts';
 
-export type RequestKind = 'plan' | 'reconcile' | 'repair';
+export type RequestKind = 'plan' | 'reconcile' | 'repair' | 'seal' | 'unseal' | 'catchup';
 export type RequestState = 'PENDING' | 'RUNNING' | 'DONE' | 'FAILED';
 
 export interface RequestRow {
@@ -174,6 +174,20 @@ export async function serveRequests(
     else o.log?.warn({ ...fields, error: out.error }, `${req.kind} request failed`);
   }
   return ran;
+}
+
+/**
+ * Wait (bounded) for a request to finish: the row once DONE or FAILED, null when `timeoutMs`
+ * passed first (it stays queued and runs when its service does).
+ */
+export async function awaitRequest(db: Conn | Db, id: string, timeoutMs: number, pollMs = 200): Promise<RequestRow | null> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const req = await getRequest(db, id);
+    if (req && (req.state === 'DONE' || req.state === 'FAILED')) return req;
+    if (Date.now() >= until) return null;
+    await sleep(pollMs);
+  }
 }
 
 const REQUEST_POLL_MS = 1000;

@@ -1,5 +1,5 @@
 // The read model behind `genfill status` and (later) GET /releases/:id, read in one snapshot.
-import { withTransaction, type Db } from './db.ts';
+import { withTransaction, type Conn, type Db } from './db.ts';
 import { findManifest, listPartitions, partitionCounts, dependencyPins } from './manifest.ts';
 import { releaseLog } from './log.ts';
 import { getRelease, listReleases } from './releases.ts';
@@ -80,6 +80,25 @@ export async function oldestPreparedTransaction(conn: Pick<Db, 'query'>) {
 }
 export type PreparedTransactions = NonNullable<Awaited<ReturnType<typeof oldestPreparedTransaction>>>;
 
+async function liveOf(conn: Conn, id: string, expectedActive: string | null, hasCarry: boolean) {
+  const { rows } = await conn.query<{ cf: string | null; floor: string | null; round: Record<string, unknown> | null }>(
+    `SELECT (SELECT snapshot::text FROM genfill.catchup_frontiers WHERE release = $1) AS cf,
+            (SELECT floor::text FROM genfill.release_floors WHERE release = $1) AS floor,
+            (SELECT jsonb_build_object('id', id, 'to', to_snapshot::text, 'toBarrier', to_barrier, 'events', events, 'upserted', upserted,
+                                       'tombstones', tombstones, 'noops', noops, 'root', root::text, 'at', at)
+               FROM genfill.catchup_rounds WHERE release = $1 ORDER BY id DESC LIMIT 1) AS round`,
+    [id],
+  );
+  const floor = rows[0]!.floor;
+  return {
+    catchupFrontier: rows[0]!.cf,
+    floor,
+    lastRound: rows[0]!.round,
+    /** Planned with an expected active generation but without carry chunks (before they existed): it can never be cut over. */
+    precarry: expectedActive !== null && floor === null && !hasCarry,
+  };
+}
+
 export async function releaseStatus(db: Db, id: string) {
   return withTransaction(
     db,
@@ -113,6 +132,9 @@ export async function releaseStatus(db: Db, id: string) {
             }
           : null,
         counts: manifest ? await partitionCounts(conn, id) : {},
+        // The live path of the candidate: its catch-up frontier and latest round, and whether it
+        // can ever be cut over (a release planned before carry partitions existed cannot).
+        live: await liveOf(conn, id, r.expected_active, manifest !== null && parts.some((p) => p.kind === 'carry')),
         dependencies: await dependencyPins(conn, id),
         throttle: await latestThrottleDecision(conn, id),
         preparedTransactions: await oldestPreparedTransaction(conn),

@@ -20,9 +20,10 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .requiredOption('--table <table>', 'the existing table, schema-qualified (its name stays what users query)')
     .requiredOption('--generation <g>', 'the id of the generation it becomes')
     .requiredOption('--transform <file.sql>', 'the transform that produced the table (recorded in the transform map)')
+    .option('--dependency <tables>', 'tables the transform reads besides the source (comma-separated): captured, and a change marks the dataset DEPENDENCY_STALE', list, [])
     .option('--json', 'print the result as JSON')
     .action(
-      (name: string, opts: { source: string; key: string[]; time: string; table: string; generation: string; transform: string; json?: boolean }) =>
+      (name: string, opts: { source: string; key: string[]; time: string; table: string; generation: string; transform: string; dependency: string[]; json?: boolean }) =>
         run(async (ctx) => {
           const result = await adoptDataset(await ctx.db(), {
             dataset: name,
@@ -32,12 +33,17 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
             table: opts.table,
             generation: opts.generation,
             transformFile: opts.transform,
+            dependencies: opts.dependency,
           });
           if (opts.json) return json(ctx.io, result);
           ctx.io.out(
             result.status === 'adopted'
               ? `adopted ${opts.table} as generation ${result.generation} of ${result.dataset} (${result.rows} rows); ${opts.table} is now a view of the active generation`
               : `already adopted: ${result.dataset} has active generation ${result.generation} (${result.rows} rows)`,
+          );
+          ctx.io.out(
+            `captured ${result.captured.join(', ')}; the projector (\`genfill projector\`) applies their changes from frontier ${result.frontier}. ` +
+              `The adopted rows are unverified until a drift check compares them with the transform.`,
           );
         }),
     );

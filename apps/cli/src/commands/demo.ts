@@ -14,6 +14,7 @@ import { planWithDispatch } from '../dispatch.ts';
 import { buildWithWorkers, type DemoBuild } from '../demo/build.ts';
 import { writeAdoptTransform, writeDemoRelease } from '../demo/files.ts';
 import { seedDemo } from '../demo/seed.ts';
+import { startLivePath, type LivePath } from '../demo/live.ts';
 import { json } from '../io.ts';
 import { describePlan } from './plan.ts';
 import { describeReconciliation } from './reconcile.ts';
@@ -34,6 +35,12 @@ const secs = (ms: number) => Math.round(ms / 100) / 10;
 function parseWorkers(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1 || n > 16) throw new InvalidArgumentError('expected 1 to 16');
+  return n;
+}
+
+function parseBounded(value: string, min: number, max: number): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || n < min || n > max) throw new InvalidArgumentError(`expected a whole number from ${min} to ${max}`);
   return n;
 }
 
@@ -114,8 +121,10 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--workers <n>', 'worker processes that build the candidate', (v) => parseWorkers(v), 2)
     .option('--no-throttle', 'build without the throttle (it paces by replica lag, a canary and errors)')
     .option('--until <step>', `stop after this step (${STEPS.join(', ')}), e.g. build to reconcile by hand`, parseStep, 'approve' as Step)
+    .option('--writer-rate <n>', 'transactions per second of the live order writer (1 to 2000)', (v) => parseBounded(v, 1, 2000), 20)
+    .option('--in-range-seconds <n>', 'how long the writer also writes inside the range once the release is approved (0 to 600)', (v) => parseBounded(v, 0, 600), 3)
     .option('--json', 'print one JSON object with every result instead of the story')
-    .action((opts: { rows: number; dir: string; workers: number; throttle: boolean; until: Step; json?: boolean }) =>
+    .action((opts: { rows: number; dir: string; workers: number; throttle: boolean; until: Step; writerRate: number; inRangeSeconds: number; json?: boolean }) =>
       run(async (ctx) => {
         // With --json stdout carries the one object and nothing else.
         const say = (line: string) => (opts.json ? undefined : ctx.io.out(line));
@@ -173,6 +182,12 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         results.adopt = adopted;
         if (stopsAfter('adopt')) return;
 
+        // From here on the old application keeps writing, and the projector keeps the active
+        // generation current: the view follows its writer for the rest of the demo.
+        const live: LivePath = await startLivePath(ctx, { seededOrders: seeded.orders, ratePerSecond: opts.writerRate });
+        say(`      live: an order writer (${opts.writerRate} transactions/s, outside the release's range until it is approved) and the projector run from now on`);
+        try {
+
         const releaseFile = writeDemoRelease(dir);
         const submitted = await phase('submit', () => submitRelease(releaseFile, db));
         say(
@@ -227,6 +242,18 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         const approval = await phase('approve', () => approveAsSecondRole(ctx, db));
         say(`[8/8] approve as ${approval.principal}: ${approval.outcome}, ${approval.approvals}/${approval.required} → ${approval.state} ${took('approve')}`);
 
+        // The build is proved: the writer now also writes inside the range, then stops; the
+        // projector drains and the view must equal the transform map applied to the source.
+        const liveResult = await phase('live', () => live.finish({ inRangeSeconds: opts.inRangeSeconds }));
+        results.live = liveResult;
+        say(
+          `      live: ${count(liveResult.writer.transactions)} writer transactions (${liveResult.writer.inserts} inserts, ${liveResult.writer.updates} updates, ` +
+            `${liveResult.writer.moves} moved, ${liveResult.writer.deletes} deleted); projector ${count(liveResult.projector.events)} events in ` +
+            `${liveResult.projector.batches} batches, lag p95 ${liveResult.projector.lagP95Ms} ms; view vs transform map of the source: ` +
+            `${liveResult.differences === 0 ? 'equal' : `${liveResult.differences} DIFFERENCES`} ${took('live')}`,
+        );
+        if (liveResult.differences !== 0) throw new RefusedError(`the view of orders_enriched differs from its transform map applied to public.orders in ${liveResult.differences} rows`);
+
         const total = secs(performance.now() - started);
         if (opts.json) {
           return json(ctx.io, { ...results, approval, phases, totalSeconds: total });
@@ -241,9 +268,13 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
             `  partitions  ${plan.partitions}, coverage ${results.coverageProved ? 'proved' : 'FAILED'}`,
             `  reconciled  ${reconciliation ? `#${reconciliation.id}: ${reconciliation.state}, ${reconciliation.findings.count} findings` : 'by an earlier run'}`,
             `  approved    by ${approval.principal} (${approval.approvals}/${approval.required}); release ${approval.state}`,
+            `  live        ${count(liveResult.writer.transactions)} writes followed by the projector (${count(liveResult.projector.events)} events, lag p95 ${liveResult.projector.lagP95Ms} ms); view = transform map of the source`,
             `  time        ${phaseList}; total ${total}s`,
           ].join('\n'),
         );
+        } finally {
+          await live.stop();
+        }
       }),
     );
 }

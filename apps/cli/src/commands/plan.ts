@@ -34,12 +34,15 @@ export function describePlan(r: PlanResult | PlanDispatchResult): string {
   const c = r.coverage;
   const lines = [
     `${r.status === 'planned' ? 'planned' : 'already planned'}: ${r.release} is ${r.state}`,
-    `  partitions  ${r.partitions} (${r.first?.id} … ${r.last?.id})`,
+    `  partitions  ${r.partitions} (${r.first?.id} … ${r.last?.id})${r.carry ? `, of which ${r.carry} carry chunks outside the range (copied from the active generation)` : ''}`,
     `  range       [${c.from}, ${c.to}) ${c.timezone} every ${c.every}`,
     `  coverage    ${c.contiguous && c.exactEnds && c.gaps === 0 && c.overlaps === 0 ? 'proved' : 'FAILED'}: contiguous=${c.contiguous} exactEnds=${c.exactEnds} gaps=${c.gaps} overlaps=${c.overlaps}` +
       (c.rangeUnion ? ` union=${c.rangeUnion.join(' ')}` : ''),
     `  boundaries  ${c.boundariesSha256}`,
   ];
+  const carry = (c as { carry?: { contiguous: boolean; unboundedEnds: boolean; touchesRange: boolean } }).carry;
+  if (carry) lines.push(`  carry       ${carry.contiguous && carry.unboundedEnds && carry.touchesRange ? 'proved' : 'FAILED'}: everything before ${c.from} and from ${c.to} on`);
+  if (r.floor) lines.push(`  floor       ${r.floor} (every watermark contains it; the log keeps what is above it until the release ends)`);
   for (const d of r.dependencies) lines.push(`  dependency  ${d.relation}: ${d.row_count} rows, content hash ${d.content_hash}`);
   if ('build' in r) lines.push(...describeDispatch(r));
   return lines.join('\n');

@@ -28,6 +28,12 @@ export function describeReconciliation(r: ReconcileResult): string {
       .map(([c, v]) => `${c} ${count(v.rows)}${v.expected ? '' : ' (NOT in expectedDiff)'}`);
     lines.push(`  vs ${s.expectedActive}  ${count(o.rows)} old rows; missing ${count(o.missing)}, extra ${count(o.extra)}; changed rows: ${changed.join(', ') || 'none'}`);
   }
+  if (s.live) {
+    lines.push(
+      `  live        verified at catch-up frontier ${s.live.catchupFrontier} (${count(s.live.rounds)} rounds); ${count(s.live.pendingKeys)} keys pending after it (not findings); ` +
+        `${count(s.live.receiptsSuperseded.length)} partitions checked by dual compute alone (catch-up touched them or a pending key lives in them)`,
+    );
+  }
   const p = s.partitions;
   if (p.receiptMismatch + p.dualMismatch + p.conservedMismatch > 0) {
     lines.push(`  partitions  receipt mismatches ${p.receiptMismatch}, dual-compute mismatches ${p.dualMismatch}, conserved-sum mismatches ${p.conservedMismatch}`);

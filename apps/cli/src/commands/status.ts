@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import cliProgress from 'cli-progress';
-import { InvalidInputError, type ReleaseState } from '@genfill/contracts';
+import { InvalidInputError, NotFoundError, type ReleaseState } from '@genfill/contracts';
+import { projectorStatus, type ProjectorStatus } from '@genfill/projector';
 import { formatDuration, progressLine, ProgressMeter, releaseProgress, type ProgressSample, type Rates } from '@genfill/planner';
 import {
   latestThrottleDecision,
@@ -60,6 +61,13 @@ export function describeStatus(s: ReleaseStatus): string {
     const failed = s.partitions.filter((p) => p.status === 'FAILED');
     for (const p of failed.slice(0, 20)) lines.push(`  FAILED ${p.id} attempt ${p.attempt}: ${p.reason}`);
     if (failed.length > 20) lines.push(`  … and ${failed.length - 20} more failed partitions (see --json)`);
+    if (s.live.floor) lines.push(`floor       ${s.live.floor}`);
+    if (s.live.catchupFrontier) lines.push(`catch-up    frontier ${s.live.catchupFrontier}`);
+    const r = s.live.lastRound as { id: number; events: number; upserted: number; tombstones: number; noops: number; at: string; toBarrier: boolean } | null;
+    if (r) lines.push(`  last round #${r.id} at ${r.at}${r.toBarrier ? ' (to the barrier)' : ''}: ${r.events} events, ${r.upserted} written, ${r.tombstones} tombstones, ${r.noops} no-ops`);
+    if (s.live.precarry) {
+      lines.push(`  NOTE: planned before carry partitions existed, ${s.release} can never be cut over: cancel it (genfill cancel ${s.release}) and submit it again`);
+    }
   } else {
     lines.push('partitions  not planned yet: genfill plan ' + s.release);
   }
@@ -133,6 +141,23 @@ async function watch(ctx: Context, db: Db, release: string, intervalSeconds: num
   ctx.io.out(describeStatus(await releaseStatus(db, release)));
 }
 
+function describeDatasetStatus(s: ProjectorStatus): string {
+  const lines = [`dataset ${s.dataset}: active generation ${s.generation ?? '(none)'}, source ${s.sourceTable ?? '(not captured)'}`];
+  lines.push(
+    s.frontier
+      ? `  projector frontier ${s.frontier} (updated ${s.frontierUpdatedAt}); pending ${s.pendingEvents}${s.pendingCapped ? '+' : ''} events, lag ${s.lagSeconds.toFixed(2)} s${s.oldestPendingAt ? `, oldest pending ${s.oldestPendingAt}` : ''}`
+      : '  no projector frontier: adopt the dataset (it installs capture and records the first frontier)',
+  );
+  lines.push(`  ingress ${s.ingress}, epoch ${s.epoch}${s.seal ? `: sealed by ${s.seal.sealedBy} for ${s.seal.release} at ${s.seal.sealedAt} (held ${s.seal.heldSeconds.toFixed(1)} s), barrier ${s.seal.barrier}` : ''}`);
+  lines.push(s.lease ? `  lease: ${s.lease.holder} (token ${s.lease.token}) until ${s.lease.expiresAt}${s.lease.live ? '' : ' — expired: no projector is running'}` : '  lease: none (no projector has run)');
+  if (s.stop) lines.push(`  STOPPED at key ${JSON.stringify(s.stop.key)} (event ${s.stop.eventId}): ${s.stop.error}\n    fix the transform, or: genfill quarantine ${s.dataset} --key '${JSON.stringify(s.stop.key)}' --reason …`);
+  if (s.quarantinedKeys > 0) lines.push(`  quarantined keys: ${s.quarantinedKeys}`);
+  if (s.dependencyStaleSince) lines.push(`  DEPENDENCY_STALE since ${s.dependencyStaleSince}: ${s.staleRelations.join(', ')} changed; a rebuild release clears it`);
+  if (s.adoptUnverified) lines.push('  adopted rows unverified: a drift check compares them with the transform');
+  if (s.oldestPrepared) lines.push(`  prepared transaction ${s.oldestPrepared.gid} (since ${s.oldestPrepared.prepared}, ${s.oldestPrepared.owner}) holds every frontier back`);
+  return lines.join('\n');
+}
+
 export function register(program: Command, run: (fn: (ctx: Context) => Promise<void>) => Promise<void>): void {
   program
     .command('status [release]')
@@ -140,9 +165,17 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--json', 'print the full status as JSON (every partition included)')
     .option('--watch', 'redraw build progress (partitions, rows/s, ETA, failures, pause) until the release leaves BUILDING, then print the status')
     .option('--interval <seconds>', 'with --watch: time between redraws', parseSeconds, 2)
-    .action((release: string | undefined, opts: { json?: boolean; watch?: boolean; interval: number }) =>
+    .option('--dataset <name>', 'show the live path of a dataset instead: projector lag, epoch and seal, lease, stops, flags')
+    .action((release: string | undefined, opts: { json?: boolean; watch?: boolean; interval: number; dataset?: string }) =>
       run(async (ctx) => {
         const db = await ctx.db();
+        if (opts.dataset) {
+          if (release) throw new InvalidInputError([{ path: '--dataset', message: 'name a release or --dataset, not both' }]);
+          const s = await projectorStatus(db, opts.dataset);
+          if (!s) throw new NotFoundError(`dataset ${opts.dataset} does not exist`);
+          if (opts.json) return json(ctx.io, s);
+          return ctx.io.out(describeDatasetStatus(s));
+        }
         if (opts.watch) {
           if (!release) throw new InvalidInputError([{ path: 'release', message: '--watch needs a release' }]);
           if (opts.json) throw new InvalidInputError([{ path: '--json', message: '--watch draws progress for people; use --json without it' }]);

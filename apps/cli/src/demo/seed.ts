@@ -7,6 +7,12 @@ import { RefusedError } from '@genfill/contracts';
 import { wrapTransform } from '@genfill/transform';
 import type pg from 'pg';
 
+/**
+ * The live order writer (writer.ts) inserts orders from this id up: a second demo run tells the
+ * seed's rows from the writer's by it.
+ */
+export const DEMO_WRITER_FIRST_ID = 1_000_000_000_000;
+
 /** The release's range, half-open; the bug and the fix only differ inside it. */
 export const DEMO_RANGE = { from: '2025-07-01T00:00:00Z', to: '2026-07-01T00:00:00Z' } as const;
 /** History before the range and late rows after it, so carry partitions have work later. */
@@ -126,10 +132,10 @@ function bind(sql: string, values: Record<string, number | bigint>): string {
 const n = (x: number) => x.toLocaleString('en-US');
 const micros = (from: string, to: string) => BigInt(Date.parse(to) - Date.parse(from)) * 1000n;
 
-async function count(conn: pg.ClientBase, table: string): Promise<number | null> {
+async function count(conn: pg.ClientBase, table: string, where = 'true'): Promise<number | null> {
   const { rows } = await conn.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [table]);
   if (rows[0]?.t == null) return null;
-  const res = await conn.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`);
+  const res = await conn.query<{ n: string }>(`SELECT count(*) AS n FROM ${table} WHERE ${where}`);
   return Number(res.rows[0]!.n);
 }
 
@@ -157,7 +163,7 @@ export async function seedDemo(
     await conn.query('BEGIN');
     // Two demos at once: the second waits here, then finds the first one's rows.
     await conn.query(`SELECT pg_advisory_xact_lock(hashtextextended('genfill:demo:seed', 0))`);
-    const existing = await count(conn, 'public.orders');
+    const existing = await count(conn, 'public.orders', `order_id < ${DEMO_WRITER_FIRST_ID}`);
     if (existing === counts.total) {
       await conn.query('COMMIT');
       opts.log(`public.orders already holds the demo's ${n(existing)} rows; not seeding again`);

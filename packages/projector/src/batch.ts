@@ -1,0 +1,243 @@
+// One projector batch (SPEC invariants 6 and 7): a REPEATABLE READ transaction that takes S,
+// applies the latest event per key visible in S and not in the frontier F, and ends with a
+// short fenced tail — the shared seal lock, the dataset row FOR SHARE (epoch, OPEN, active
+// generation), the lease row FOR SHARE (token) and the in-place update of the frontier from F
+// to S, compared as text (pg_snapshot has no `=`). A serialization failure in the tail means
+// "fenced": the seal, a cutover or a takeover changed a row under the batch's snapshot, and
+// the batch writes nothing.
+//
+// Capped batches: when (F, S] holds more than `maxEvents` events, the batch consumes up to a
+// prefix snapshot S' = (xmin, X, xip(S) below X) instead — every transaction below X that S
+// sees, none from X on. S' contains F and is contained in S, so frontiers stay monotone. It is
+// not a snapshot PostgreSQL took (a transaction ≥ X may have committed before one below X),
+// which is why the apply is version-aware with a tombstone for every delete: an older event
+// applied after a newer one is a no-op whatever order batches take them in.
+import type pg from 'pg';
+import { formatSnapshot, newEventsStatement, parseSnapshot } from '@genfill/capture';
+import type { Db } from '@genfill/registry';
+import { loadDataset, type ProjectedDataset } from './dataset.ts';
+import { applyStatement, countsOf, CREATE_EVENTS_TABLE, dependencyChangedStatement, EVENTS_TABLE, stageStatement, type ApplyCounts, type ApplyRow } from './statement.ts';
+
+export interface Lease {
+  holder: string;
+  token: bigint;
+}
+
+export interface BatchOptions {
+  lease: Lease;
+  /** Events per batch before the batch takes a prefix snapshot. */
+  maxEvents: number;
+  statementTimeoutMs: number;
+  /** Tests: runs after the apply, before the tail takes the shared seal lock. */
+  beforeTail?: () => Promise<void>;
+  /** Tests: runs while the tail holds the shared seal lock, before the FOR SHARE checks. */
+  afterSharedLock?: () => Promise<void>;
+}
+
+export type BatchOutcome =
+  | {
+      kind: 'applied';
+      dataset: string;
+      generation: string;
+      from: string;
+      to: string;
+      /** S' was a prefix of S: more events are waiting. */
+      capped: boolean;
+      counts: ApplyCounts;
+      /** Captured dependencies with events in the batch (the dataset was flagged stale). */
+      dependenciesChanged: string[];
+      staleReleases: string[];
+      ms: number;
+    }
+  | { kind: 'fenced'; dataset: string; reason: string }
+  | { kind: 'sealed'; dataset: string; epoch: number }
+  | { kind: 'poison'; dataset: string; generation: string; key: Record<string, unknown>; eventId: string; revision: string; error: string }
+  | { kind: 'timeout'; dataset: string; maxEvents: number };
+
+interface PgError {
+  code?: string;
+  message: string;
+}
+
+/** Errors of the apply that name a bad event (the transform's or the table's refusal), not the database's state. */
+function isPoisonError(e: PgError): boolean {
+  const c = e.code ?? '';
+  return /^(21|22|23|2F|38|39|42|P0)/.test(c) && c !== '40001' && c !== '40P01';
+}
+
+/** The prefix S' of S that holds about `maxEvents` events past F, or null when (F, S] is small enough. */
+async function capSnapshot(conn: pg.ClientBase, ds: ProjectedDataset, from: string, to: string, maxEvents: number): Promise<string | null> {
+  const all = newEventsStatement({ sourceTable: ds.sourceTable, from, to });
+  const { rows: n } = await conn.query<{ n: number }>(`SELECT count(*)::int AS n FROM (${all.text} LIMIT ${maxEvents + 1}) AS e`, all.values);
+  if (n[0]!.n <= maxEvents) return null;
+  const { rows } = await conn.query<{ txid: string; first: string }>(
+    `SELECT (SELECT e.txid::text FROM (${all.text}) AS e ORDER BY e.txid OFFSET ${maxEvents} LIMIT 1) AS txid,
+            (SELECT min(e.txid)::text FROM (${all.text}) AS e) AS first`,
+    all.values,
+  );
+  const f = parseSnapshot(from);
+  const s = parseSnapshot(to);
+  let x = BigInt(rows[0]!.txid);
+  // One transaction larger than the cap goes whole.
+  if (x <= BigInt(rows[0]!.first)) x = BigInt(rows[0]!.first) + 1n;
+  // S' must contain F: everything below xmax(F) that F lacked (its in-progress ones) goes too.
+  if (x < f.xmax) x = f.xmax;
+  if (x >= s.xmax) return null;
+  const xmin = s.xmin < x ? s.xmin : x;
+  return formatSnapshot({ xmin, xmax: x, xip: s.xip.filter((t) => t < x) });
+}
+
+/** The latest event per key of the batch, for the poison search. */
+async function batchKeys(conn: pg.ClientBase): Promise<{ key: Record<string, unknown>; event_id: string; revision: string }[]> {
+  const { rows } = await conn.query<{ key: Record<string, unknown>; event_id: string; revision: string }>(
+    `SELECT key, event_id::text, revision::text FROM ${EVENTS_TABLE} ORDER BY event_id`,
+  );
+  return rows;
+}
+
+/** Whether the batch restricted to `keys` fails (an error, a fan-out or a changed key); rolled back either way. */
+async function subsetFails(conn: pg.ClientBase, ds: ProjectedDataset, keys: Record<string, unknown>[]): Promise<string | null> {
+  const q = applyStatement(ds);
+  await conn.query('SAVEPOINT gf_probe');
+  try {
+    const { rows } = await conn.query<ApplyRow>(q.text, [...q.values.slice(0, 2), keys.map((k) => JSON.stringify(k))]);
+    const r = rows[0]!;
+    if (r.fanout) return `the transform produced key ${JSON.stringify(r.fanout[0])} more than once (fan-out)`;
+    if (r.stray) return `the transform changed the key: it produced ${JSON.stringify(r.stray[0])}, which is not the event's key`;
+    return null;
+  } catch (err) {
+    return (err as Error).message;
+  } finally {
+    await conn.query('ROLLBACK TO SAVEPOINT gf_probe');
+  }
+}
+
+/** Halve the batch until one event's key is left that fails alone. */
+async function findPoison(conn: pg.ClientBase, ds: ProjectedDataset, firstError: string) {
+  let candidates = await batchKeys(conn);
+  let error = firstError;
+  while (candidates.length > 1) {
+    const half = candidates.slice(0, Math.ceil(candidates.length / 2));
+    const why = await subsetFails(conn, ds, half.map((c) => c.key));
+    if (why) {
+      candidates = half;
+      error = why;
+    } else {
+      candidates = candidates.slice(half.length);
+    }
+  }
+  const last = candidates[0];
+  if (!last) return null;
+  const why = await subsetFails(conn, ds, [last.key]);
+  return { key: last.key, eventId: last.event_id, revision: last.revision, error: why ?? error };
+}
+
+/** One batch of `dataset` under `lease`. Never throws for a fenced or poisoned batch: it says so. */
+export async function runBatch(db: Db, dataset: string, o: BatchOptions): Promise<BatchOutcome> {
+  const started = performance.now();
+  const conn = await db.connect();
+  const ignore = () => undefined;
+  conn.on('error', ignore);
+  let broken: Error | undefined;
+  let committed = false;
+  try {
+    await conn.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+    // The first statement fixes the transaction's snapshot: S.
+    const { rows: head } = await conn.query<{ s: string; f: string | null; contains: boolean | null }>(
+      `SELECT pg_current_snapshot()::text AS s, f.snapshot::text AS f, genfill.snapshot_contains(pg_current_snapshot(), f.snapshot) AS contains
+         FROM genfill.datasets d LEFT JOIN genfill.frontiers f ON f.dataset = d.name AND f.generation = d.active_generation
+        WHERE d.name = $1`,
+      [dataset],
+    );
+    const h = head[0];
+    if (!h?.f) return { kind: 'fenced', dataset, reason: 'no frontier for the active generation' };
+    if (!h.contains) return { kind: 'fenced', dataset, reason: `the frontier ${h.f} is not contained in the current snapshot ${h.s}` };
+    const ds = await loadDataset(conn, dataset);
+    if (ds.ingress === 'SEALED') return { kind: 'sealed', dataset, epoch: ds.epoch };
+    await conn.query(`SET LOCAL statement_timeout = ${Math.max(100, Math.floor(o.statementTimeoutMs))}`);
+    const cap = await capSnapshot(conn, ds, h.f, h.s, o.maxEvents);
+    const range = { from: h.f, to: cap ?? h.s };
+
+    await conn.query(CREATE_EVENTS_TABLE);
+    const stage = stageStatement(ds, range);
+    await conn.query(stage.text, stage.values);
+    const q = applyStatement(ds);
+    let row: ApplyRow;
+    await conn.query('SAVEPOINT gf_apply');
+    try {
+      row = (await conn.query<ApplyRow>(q.text, q.values)).rows[0]!;
+    } catch (err) {
+      const e = err as PgError;
+      if (e.code === '57014') return { kind: 'timeout', dataset, maxEvents: o.maxEvents };
+      if (!isPoisonError(e)) throw err;
+      await conn.query('ROLLBACK TO SAVEPOINT gf_apply');
+      const p = await findPoison(conn, ds, e.message);
+      if (!p) throw err;
+      return { kind: 'poison', dataset, generation: ds.generation, ...p };
+    }
+    if (row.fanout || row.stray) {
+      await conn.query('ROLLBACK TO SAVEPOINT gf_apply');
+      const first = row.fanout ? 'fan-out' : 'changed key';
+      const p = await findPoison(conn, ds, first);
+      if (!p) return { kind: 'fenced', dataset, reason: `the batch's ${first} was not reproduced alone` };
+      return { kind: 'poison', dataset, generation: ds.generation, ...p };
+    }
+
+    const changed: string[] = [];
+    for (const dep of ds.dependencies) {
+      const d = dependencyChangedStatement(dep, range);
+      if ((await conn.query<{ changed: boolean }>(d.text, d.values)).rows[0]!.changed) changed.push(dep);
+    }
+    let staleReleases: string[] = [];
+    if (changed.length > 0) {
+      const { rows } = await conn.query<{ moved: string[] }>('SELECT genfill.mark_dependency_stale($1, $2) AS moved', [dataset, changed]);
+      staleReleases = rows[0]!.moved;
+    }
+
+    // The fenced tail.
+    await o.beforeTail?.();
+    await conn.query('SELECT pg_advisory_xact_lock_shared(genfill.seal_key($1))', [dataset]);
+    await o.afterSharedLock?.();
+    const { rowCount: open } = await conn.query(
+      `SELECT 1 FROM genfill.datasets WHERE name = $1 AND ingress_epoch = $2 AND ingress_state = 'OPEN' AND active_generation = $3 FOR SHARE`,
+      [dataset, ds.epoch, ds.generation],
+    );
+    if (open !== 1) return { kind: 'fenced', dataset, reason: 'the epoch is no longer open for this generation' };
+    const { rowCount: held } = await conn.query(
+      `SELECT 1 FROM genfill.projector_leases WHERE dataset = $1 AND holder = $2 AND token = $3 FOR SHARE`,
+      [dataset, o.lease.holder, o.lease.token.toString()],
+    );
+    if (held !== 1) return { kind: 'fenced', dataset, reason: 'the lease is no longer ours' };
+    const { rowCount: moved } = await conn.query(
+      `UPDATE genfill.frontiers SET snapshot = $4::pg_snapshot, updated_at = clock_timestamp()
+        WHERE dataset = $1 AND generation = $2 AND snapshot::text = $3`,
+      [dataset, ds.generation, range.from, range.to],
+    );
+    if (moved !== 1) return { kind: 'fenced', dataset, reason: 'the frontier moved under the batch' };
+    await conn.query('COMMIT');
+    committed = true;
+    return {
+      kind: 'applied',
+      dataset,
+      generation: ds.generation,
+      from: range.from,
+      to: range.to,
+      capped: cap !== null,
+      counts: countsOf(row),
+      dependenciesChanged: changed,
+      staleReleases,
+      ms: performance.now() - started,
+    };
+  } catch (err) {
+    const e = err as PgError;
+    if (e.code === '40001' || e.code === '40P01' || e.code === '55P03') {
+      return { kind: 'fenced', dataset, reason: e.code === '40001' ? `a row of the tail changed under the batch's snapshot (${e.message})` : e.message };
+    }
+    throw err;
+  } finally {
+    // Anything not committed above rolls back here: a fenced, sealed or poisoned batch writes nothing.
+    if (!committed) await conn.query('ROLLBACK').catch((e: Error) => (broken = e));
+    conn.off('error', ignore);
+    conn.release(broken);
+  }
+}

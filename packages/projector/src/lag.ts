@@ -1,0 +1,111 @@
+// How far the projector of a dataset is behind, and everything an operator asks next: the
+// epoch and its seal, the lease holder, a poison stop, quarantined keys, the dataset's flags,
+// and the oldest prepared transaction (it holds every frontier back until it finishes).
+import { newEventsWhere } from '@genfill/capture';
+import type { Conn, Db } from '@genfill/registry';
+
+/** Pending events are counted up to this many. */
+export const LAG_COUNT_LIMIT = 100_000;
+
+export interface ProjectorStatus {
+  dataset: string;
+  generation: string | null;
+  sourceTable: string | null;
+  frontier: string | null;
+  frontierUpdatedAt: string | null;
+  /** Events not yet in the frontier (up to LAG_COUNT_LIMIT; `pendingCapped` when more). */
+  pendingEvents: number;
+  pendingCapped: boolean;
+  oldestPendingAt: string | null;
+  lagSeconds: number;
+  ingress: 'OPEN' | 'SEALED';
+  epoch: number;
+  seal: { release: string | null; barrier: string | null; sealedAt: string | null; sealedBy: string | null; heldSeconds: number } | null;
+  lease: { holder: string; token: string; expiresAt: string; live: boolean } | null;
+  stop: { key: unknown; eventId: string; revision: string; error: string; at: string } | null;
+  quarantinedKeys: number;
+  dependencyStaleSince: string | null;
+  staleRelations: string[];
+  adoptUnverified: boolean;
+  oldestPrepared: { gid: string; prepared: string; owner: string } | null;
+}
+
+export async function projectorStatus(conn: Conn | Db, dataset: string): Promise<ProjectorStatus | null> {
+  const { rows } = await conn.query<{
+    generation: string | null;
+    source_table: string | null;
+    frontier: string | null;
+    frontier_at: string | null;
+    ingress: 'OPEN' | 'SEALED';
+    epoch: string;
+    now: string;
+  }>(
+    `SELECT d.active_generation AS generation, c.source_table, f.snapshot::text AS frontier, f.updated_at::text AS frontier_at,
+            d.ingress_state AS ingress, d.ingress_epoch::text AS epoch, pg_current_snapshot()::text AS now
+       FROM genfill.datasets d
+       LEFT JOIN genfill.captures c ON c.relid = to_regclass(d.source_table)
+       LEFT JOIN genfill.frontiers f ON f.dataset = d.name AND f.generation = d.active_generation
+      WHERE d.name = $1`,
+    [dataset],
+  );
+  const d = rows[0];
+  if (!d) return null;
+  let pending = 0;
+  let oldest: string | null = null;
+  let lagSeconds = 0;
+  if (d.source_table && d.frontier) {
+    const { rows: p } = await conn.query<{ n: number; oldest: string | null; age: number | null }>(
+      `SELECT count(*)::int AS n, min(logged_at)::text AS oldest, extract(epoch FROM clock_timestamp() - min(logged_at))::float8 AS age
+         FROM (SELECT logged_at FROM genfill.change_log WHERE ${newEventsWhere()} LIMIT ${LAG_COUNT_LIMIT}) AS e`,
+      [d.source_table, d.frontier, d.now],
+    );
+    pending = p[0]!.n;
+    oldest = p[0]!.oldest;
+    lagSeconds = Math.max(0, p[0]!.age ?? 0);
+  }
+  const { rows: extra } = await conn.query<{
+    seal: ProjectorStatus['seal'];
+    lease: ProjectorStatus['lease'];
+    stop: ProjectorStatus['stop'];
+    quarantined: number;
+    stale_since: string | null;
+    stale: string[] | null;
+    unverified: boolean | null;
+    prepared: ProjectorStatus['oldestPrepared'];
+  }>(
+    `SELECT (SELECT jsonb_build_object('release', e.release, 'barrier', e.barrier::text, 'sealedAt', e.sealed_at, 'sealedBy', e.sealed_by,
+                                       'heldSeconds', extract(epoch FROM clock_timestamp() - e.sealed_at)::float8)
+               FROM genfill.epochs e WHERE e.dataset = $1 AND e.epoch = $2 AND e.sealed_at IS NOT NULL AND e.closed_at IS NULL) AS seal,
+            (SELECT jsonb_build_object('holder', l.holder, 'token', l.token::text, 'expiresAt', l.expires_at, 'live', l.expires_at > clock_timestamp())
+               FROM genfill.projector_leases l WHERE l.dataset = $1) AS lease,
+            (SELECT jsonb_build_object('key', s.key, 'eventId', s.event_id::text, 'revision', s.revision::text, 'error', s.error, 'at', s.at)
+               FROM genfill.projector_stops s WHERE s.dataset = $1) AS stop,
+            (SELECT count(*)::int FROM genfill.quarantined_keys q WHERE q.dataset = $1) AS quarantined,
+            fl.dependency_stale_since::text AS stale_since, fl.stale_relations AS stale, fl.adopt_unverified AS unverified,
+            (SELECT jsonb_build_object('gid', x.gid, 'prepared', x.prepared, 'owner', x.owner) FROM pg_prepared_xacts x ORDER BY x.prepared LIMIT 1) AS prepared
+       FROM (SELECT 1) AS one LEFT JOIN genfill.dataset_flags fl ON fl.dataset = $1`,
+    [dataset, d.epoch],
+  );
+  const x = extra[0]!;
+  return {
+    dataset,
+    generation: d.generation,
+    sourceTable: d.source_table,
+    frontier: d.frontier,
+    frontierUpdatedAt: d.frontier_at,
+    pendingEvents: pending,
+    pendingCapped: pending >= LAG_COUNT_LIMIT,
+    oldestPendingAt: oldest,
+    lagSeconds,
+    ingress: d.ingress,
+    epoch: Number(d.epoch),
+    seal: x.seal,
+    lease: x.lease,
+    stop: x.stop,
+    quarantinedKeys: x.quarantined,
+    dependencyStaleSince: x.stale_since,
+    staleRelations: x.stale ?? [],
+    adoptUnverified: x.unverified ?? false,
+    oldestPrepared: x.prepared,
+  };
+}

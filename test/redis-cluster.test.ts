@@ -107,13 +107,15 @@ describe('a Redis Cluster behind REDIS_URL', { timeout: 120_000 }, () => {
     // The node serving the slot loses every key: jobs, queue meta, the lease.
     await owner.node.flushall();
     expect(await keysOn(owner.port)).toEqual([]);
+    // The controller takes its lease again after the flush. Checked while the release is still
+    // paused: once it is BUILT the worker stops serving it and lets the lease go, and on an idle
+    // machine the build can finish inside one throttle interval (a probe after BUILT raced that).
+    await waitFor('the lease held again', held, 10_000);
     expect((await cli('resume', RELEASE)).code).toBe(0);
     // The registry is the record: plan re-derives one job per unfinished partition.
     const again = await cli('plan', RELEASE, '--json');
     expect(again.code).toBe(0);
     await waitFor(`${RELEASE} BUILT`, async () => (await one('SELECT state FROM genfill.releases WHERE id = $1', [RELEASE])).state === 'BUILT', 60_000);
-    // The controller took its lease again after the flush.
-    await waitFor('the lease held again', held, 10_000);
 
     worker.kill('SIGTERM');
     expect(await exited(worker)).toBe(0);

@@ -117,6 +117,27 @@ describe('the view follows its writer', () => {
   });
 });
 
+describe('the drift check', () => {
+  it('verifies the adopted rows against the transform map (exit 0), and names a drifted key (exit 4), leaving pending keys out', async () => {
+    await drain();
+    const ok = await runCli(['reconcile', '--dataset', 'orders_enriched', '--json'], env);
+    expect(ok.stderr).toBe('');
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.stdout)).toMatchObject({ verified: true, missing: 0, extra: 0 });
+    expect((await db.query(`SELECT adopt_unverified FROM genfill.dataset_flags WHERE dataset = 'orders_enriched'`)).rows[0].adopt_unverified).toBe(false);
+    // One row written by hand drifts; a key changed after the frontier is pending, not drift.
+    await db.query(`UPDATE ${GEN} SET tax_cents = tax_cents + 1 WHERE order_id = 110`);
+    await tdb.pool.query(`UPDATE public.orders SET amount_cents = amount_cents + 1 WHERE order_id = 111`);
+    const bad = await runCli(['reconcile', '--dataset', 'orders_enriched', '--json'], env);
+    expect(bad.code).toBe(4);
+    expect(JSON.parse(bad.stdout)).toMatchObject({ verified: false, missing: 1, extra: 1, pending: 1, sample: [{ order_id: 110 }] });
+    expect((await runCli(['status', '--dataset', 'orders_enriched'], env)).stdout).toMatch(/adopted rows unverified/);
+    // Put it back for the tests after this one.
+    await db.query(`UPDATE ${GEN} SET tax_cents = tax_cents - 1 WHERE order_id = 110`);
+    await drain();
+  });
+});
+
 describe('a poison event', () => {
   it('stops the projector naming the key, writes nothing, and a quarantine lets it go on', async () => {
     // One order whose tax overflows bigint in the transform (amount × 99.9999), among good ones.

@@ -2,7 +2,7 @@
 // candidate, and approve a proved one as the connected principal.
 import type { Command } from 'commander';
 import { InvalidInputError, ReconciliationRequiredError } from '@genfill/contracts';
-import { approveRelease, defaultFindingsPath, describeFinding, exportFindings, latestReconciliation, reconcile, type ApproveResult, type ReconcileResult } from '@genfill/reconcile';
+import { approveRelease, defaultFindingsPath, driftCheck, describeFinding, exportFindings, latestReconciliation, reconcile, type ApproveResult, type ReconcileResult } from '@genfill/reconcile';
 import type { Context } from '../context.ts';
 import { json } from '../io.ts';
 import { viaService } from '../requests.ts';
@@ -64,19 +64,36 @@ function describeApproval(a: ApproveResult): string {
 
 export function register(program: Command, run: Run): void {
   program
-    .command('reconcile <release>')
+    .command('reconcile [release]')
     .description(
       'prove or refuse a BUILT (or RECONCILED) candidate in one snapshot: manifest closure, receipts, roots, dual compute, conserved sums, ' +
         'old vs new generation; exit 0 RECONCILED, 4 RECONCILIATION_REQUIRED with every mismatched key stored in the registry ' +
-        'under the reconciliation id (and exported to an NDJSON file), 3 in any other state',
+        'under the reconciliation id (and exported to an NDJSON file), 3 in any other state. With --dataset instead of a release: the ' +
+        'drift check of an adopted dataset (its active generation against its transform map applied to the source; exit 4 on drift)',
     )
+    .option('--dataset <name>', 'drift-check the dataset\'s active generation instead of reconciling a release')
     .option('--json', 'print the result as JSON')
     .option(
       '--findings-out <file>',
       'export the stored findings to this NDJSON file, even when there are none (default: ./reconcile-<release>-<id>.ndjson when there are findings)',
     )
-    .action((release: string, opts: { json?: boolean; findingsOut?: string }) =>
+    .action((release: string | undefined, opts: { json?: boolean; findingsOut?: string; dataset?: string }) =>
       run(async (ctx) => {
+        if (opts.dataset !== undefined) {
+          if (release) throw new InvalidInputError([{ path: '--dataset', message: 'name a release or --dataset, not both' }]);
+          const d = await driftCheck(await ctx.db(), opts.dataset);
+          if (opts.json) json(ctx.io, d);
+          else {
+            ctx.io.out(
+              `drift check of ${d.dataset}/${d.generation} at frontier ${d.frontier}: ${d.verified ? 'no drift — the adopted rows are verified' : `${d.missing} rows missing or different, ${d.extra} extra`}; ` +
+                `${d.pending} keys pending (changed after the frontier, left out)`,
+            );
+            for (const k of d.sample) ctx.io.out(`  ${JSON.stringify(k)}`);
+          }
+          if (!d.verified) throw new ReconciliationRequiredError(`${d.dataset} drifted from its transform map: ${d.missing + d.extra} rows; a rebuild release fixes them`);
+          return;
+        }
+        if (!release) throw new InvalidInputError([{ path: 'release', message: 'name a release (or --dataset <name> for a drift check)' }]);
         const target = opts.findingsOut !== undefined ? { findingsOut: opts.findingsOut } : { findingsDir: process.cwd() };
         const result = await viaService(ctx, { kind: 'reconcile', release }, (db) => reconcile(db, release, target));
         // Run by the reconciler service, the findings are in the registry only: export them here.

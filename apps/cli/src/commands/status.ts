@@ -153,7 +153,7 @@ function describeDatasetStatus(s: ProjectorStatus): string {
   if (s.stop) lines.push(`  STOPPED at key ${JSON.stringify(s.stop.key)} (event ${s.stop.eventId}): ${s.stop.error}\n    fix the transform, or: genfill quarantine ${s.dataset} --key '${JSON.stringify(s.stop.key)}' --reason …`);
   if (s.quarantinedKeys > 0) lines.push(`  quarantined keys: ${s.quarantinedKeys}`);
   if (s.dependencyStaleSince) lines.push(`  DEPENDENCY_STALE since ${s.dependencyStaleSince}: ${s.staleRelations.join(', ')} changed; a rebuild release clears it`);
-  if (s.adoptUnverified) lines.push('  adopted rows unverified: a drift check compares them with the transform');
+  if (s.adoptUnverified) lines.push(`  adopted rows unverified: \`genfill reconcile --dataset ${s.dataset}\` compares them with the transform map`);
   if (s.oldestPrepared) lines.push(`  prepared transaction ${s.oldestPrepared.gid} (since ${s.oldestPrepared.prepared}, ${s.oldestPrepared.owner}) holds every frontier back`);
   return lines.join('\n');
 }

@@ -1,0 +1,97 @@
+// `genfill reconcile --dataset <ds>`: the drift check of an adopted dataset (issue 15). Adopt
+// takes the rows as the old pipeline last wrote them, not necessarily as its transform would
+// write them today; until this check compares them, `status --dataset` says they are
+// unverified. With the reconciler's own query, in one snapshot: the active generation's live
+// rows against its transform map applied to the source, leaving out keys with events the
+// projector has not applied yet (not visible in its frontier) — those are pending, not drift.
+import { quoteIdent, quoteQualified, RefusedError, wallClockBounds } from '@genfill/contracts';
+import { dataColumns, isServiceLogin, qualifiedGenerationTable, relationColumns, withTransaction, type Db } from '@genfill/registry';
+
+export interface DriftResult {
+  dataset: string;
+  generation: string;
+  frontier: string;
+  /** Rows the transform map gives that the generation lacks or holds otherwise. */
+  missing: number;
+  /** Rows the generation holds that the transform map does not give. */
+  extra: number;
+  /** Keys with events the projector has not applied: left out. */
+  pending: number;
+  /** Up to 20 keys that differ. */
+  sample: Record<string, unknown>[];
+  verified: boolean;
+}
+
+const lit = (s: string) => `'${s.replace(/'/g, "''")}'`;
+
+export async function driftCheck(db: Db, dataset: string): Promise<DriftResult> {
+  if (!(await isServiceLogin(db))) {
+    throw new RefusedError('the drift check records its verdict on the dataset: run it as the reconciler\'s login (a member of genfill_service)');
+  }
+  return withTransaction(
+    db,
+    async (conn) => {
+      const { rows } = await conn.query<{ source: string; key: string[]; time: string; generation: string | null; map: { from: string | null; to: string | null; transform: string; release: string | null }[]; frontier: string | null; log: string | null }>(
+        `SELECT d.source_table AS source, d.key_columns AS key, d.time_column AS time, d.active_generation AS generation, g.transform_map AS map,
+                f.snapshot::text AS frontier, c.source_table AS log
+           FROM genfill.datasets d
+           LEFT JOIN genfill.generations g ON g.dataset = d.name AND g.generation = d.active_generation
+           LEFT JOIN genfill.frontiers f ON f.dataset = d.name AND f.generation = d.active_generation
+           LEFT JOIN genfill.captures c ON c.relid = to_regclass(d.source_table)
+          WHERE d.name = $1`,
+        [dataset],
+      );
+      const d = rows[0];
+      if (!d) throw new RefusedError(`dataset ${dataset} does not exist`);
+      if (!d.generation || !d.frontier || !d.log) throw new RefusedError(`dataset ${dataset} has no active generation with a projector frontier: adopt it first`);
+      const cols = (await dataColumns(conn, dataset)).map((c) => quoteIdent(c.name));
+      const timeType = (await relationColumns(conn, d.source)).find((c) => c.name === d.time)?.type ?? 'timestamp with time zone';
+      const keys = d.key.map(quoteIdent);
+      const parts: string[] = [];
+      for (const e of d.map) {
+        const { rows: t } = await conn.query<{ sql: string; tz: string | null }>(
+          `SELECT t.sql, r.timezone AS tz FROM genfill.transforms t LEFT JOIN genfill.releases r ON r.id = $2 WHERE t.digest = $1`,
+          [e.transform, e.release],
+        );
+        if (!t[0]) throw new RefusedError(`transform ${e.transform} of the map is not stored`);
+        const bound = (v: string, side: 'lower' | 'upper') =>
+          timeType === 'timestamp with time zone' ? `${lit(v)}::timestamptz` : `${lit(wallClockBounds(v, v, t[0]!.tz ?? 'UTC')[side])}::timestamp`;
+        const conds = [e.from && `s.${quoteIdent(d.time)} >= ${bound(e.from, 'lower')}`, e.to && `s.${quoteIdent(d.time)} < ${bound(e.to, 'upper')}`].filter(Boolean);
+        parts.push(`SELECT ${cols.map((c) => `x.${c}`).join(', ')} FROM (WITH source AS (SELECT s.* FROM ${quoteQualified(d.source)} AS s${conds.length ? ` WHERE ${conds.join(' AND ')}` : ''})
+          SELECT * FROM (${t[0].sql.trim().replace(/;\s*$/, '')}) AS y) AS x`);
+      }
+      const f = `${lit(d.frontier)}::pg_snapshot`;
+      const pendingKeys = `SELECT DISTINCT ${keys.map((k) => `k.${k}`).join(', ')} FROM genfill.change_log AS l, jsonb_populate_record(NULL::${quoteQualified(d.source)}, l.key) AS k
+         WHERE l.source_table = ${lit(d.log)} AND (l.txid >= pg_snapshot_xmax(${f}) OR l.txid = ANY (ARRAY(SELECT pg_snapshot_xip(${f})))) AND NOT pg_visible_in_snapshot(l.txid, ${f})`;
+      const notPending = (a: string) => `NOT EXISTS (SELECT 1 FROM pending p WHERE ${keys.map((k) => `p.${k} = ${a}.${k}`).join(' AND ')})`;
+      const { rows: r } = await conn.query<{ missing: number; extra: number; pending: number; sample: Record<string, unknown>[] | null }>(
+        `WITH pending AS MATERIALIZED (${pendingKeys}),
+         expected AS MATERIALIZED (SELECT e.* FROM (${parts.join(' UNION ALL ')}) AS e WHERE ${notPending('e')}),
+         actual AS MATERIALIZED (SELECT ${cols.map((c) => `a.${c}`).join(', ')} FROM ${qualifiedGenerationTable(dataset, d.generation)} AS a WHERE NOT a._gf_deleted AND ${notPending('a')}),
+         missing AS (SELECT * FROM expected EXCEPT ALL SELECT * FROM actual),
+         extra AS (SELECT * FROM actual EXCEPT ALL SELECT * FROM expected)
+         SELECT (SELECT count(*) FROM missing)::int AS missing, (SELECT count(*) FROM extra)::int AS extra, (SELECT count(*) FROM pending)::int AS pending,
+                (SELECT jsonb_agg(k) FROM (SELECT DISTINCT jsonb_build_object(${d.key.map((k) => `${lit(k)}, z.${quoteIdent(k)}`).join(', ')}) AS k
+                                            FROM (SELECT * FROM missing UNION ALL SELECT * FROM extra) AS z LIMIT 20) AS s) AS sample`,
+      );
+      const x = r[0]!;
+      const result: DriftResult = {
+        dataset,
+        generation: d.generation,
+        frontier: d.frontier,
+        missing: x.missing,
+        extra: x.extra,
+        pending: x.pending,
+        sample: x.sample ?? [],
+        verified: x.missing + x.extra === 0,
+      };
+      await conn.query(
+        `INSERT INTO genfill.dataset_flags AS fl (dataset, adopt_unverified, drift_checked_at, drift_result) VALUES ($1, $2, clock_timestamp(), $3)
+         ON CONFLICT (dataset) DO UPDATE SET adopt_unverified = EXCLUDED.adopt_unverified, drift_checked_at = EXCLUDED.drift_checked_at, drift_result = EXCLUDED.drift_result`,
+        [dataset, !result.verified, JSON.stringify(result)],
+      );
+      return result;
+    },
+    'REPEATABLE READ',
+  );
+}

@@ -9,7 +9,8 @@ import { assertSchemaCurrent, type Db } from '@genfill/registry';
 
 const TIMEOUT_MS = 2_000;
 
-async function timed(what: string, probe: () => Promise<unknown>): Promise<Check> {
+/** One probe, bounded, with its time: what /readyz and the API's /healthz report per dependency. */
+export async function timedCheck(what: string, probe: () => Promise<unknown>): Promise<Check> {
   const started = performance.now();
   const ms = () => Math.round((performance.now() - started) * 10) / 10;
   try {
@@ -18,6 +19,13 @@ async function timed(what: string, probe: () => Promise<unknown>): Promise<Check
   } catch (err) {
     return { ok: false, ms: ms(), error: (err as Error).message };
   }
+}
+
+/** PostgreSQL, the registry schema (only when PostgreSQL answers) and Redis, probed side by side. */
+export async function dependencyChecks(db: Db, redis: Redis): Promise<{ postgres: Check; schema: Check; redis: Check }> {
+  const [postgres, redisCheck] = await Promise.all([timedCheck('PostgreSQL', () => db.query('SELECT 1')), timedCheck('Redis PING', () => redis.ping())]);
+  const schema = postgres.ok ? await timedCheck('schema check', () => assertSchemaCurrent(db)) : { ok: false, ms: 0, error: 'not checked: PostgreSQL is not reachable' };
+  return { postgres, schema, redis: redisCheck };
 }
 
 export class Readiness {
@@ -39,10 +47,7 @@ export class Readiness {
 
   async check(db: Db): Promise<ReadinessReport> {
     this.#redis ??= createServiceRedis(this.config.REDIS_URL, this.log);
-    const redis = this.#redis;
-    const [postgres, redisCheck] = await Promise.all([timed('PostgreSQL', () => db.query('SELECT 1')), timed('Redis PING', () => redis.ping())]);
-    const schema = postgres.ok ? await timed('schema check', () => assertSchemaCurrent(db)) : { ok: false, ms: 0, error: 'not checked: PostgreSQL is not reachable' };
-    const checks = { postgres, schema, redis: redisCheck };
+    const checks = await dependencyChecks(db, this.#redis);
     const reason = this.#phase === 'running' ? undefined : this.#phase;
     return { ok: reason === undefined && Object.values(checks).every((c) => c.ok), ...(reason ? { reason } : {}), checks };
   }

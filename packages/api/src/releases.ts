@@ -24,6 +24,8 @@ export interface ReleaseDeps {
 
 /** The release id rule of the release file (letters, digits, . _ @ + -; no ':'). */
 const releaseId = releaseSchema.shape.release;
+const cutoverBody = z.object({ dryRun: z.boolean().optional(), maxFreezeMs: z.number().int().positive().max(600_000).optional() }).strict();
+
 const actionBody = z.strictObject({ reason: z.string().trim().min(1).max(1000).optional() });
 
 function problems(error: z.ZodError, where: string): Problem[] {
@@ -120,6 +122,27 @@ export function releaseRoutes(deps: ReleaseDeps): Router {
       res.json({ request, principal: who.principal, ...(done.result as object) });
     });
   }
+
+  // The cutover, a request the projector service runs; {"dryRun": true} checks every
+  // precondition without sealing, {"maxFreezeMs": n} bounds the freeze. A failed precondition
+  // answers as exit 3 does (409), a mismatch in the tail as exit 4.
+  router.post('/releases/:id/cutover', operate, json, async (req, res) => {
+    const id = idOf(req);
+    const parsed = cutoverBody.safeParse(req.body ?? {});
+    if (!parsed.success) throw new InvalidInputError(problems(parsed.error, 'body'));
+    const who = actor(res);
+    const args = { dryRun: parsed.data.dryRun ?? false, ...(parsed.data.maxFreezeMs ? { maxFreezeMs: parsed.data.maxFreezeMs } : {}) };
+    const request = await asPrincipal(db, who.principal, (conn) => submitRequest(conn, { kind: 'cutover', release: id, args }));
+    const done = await awaitRequest(db, request, REQUEST_WAIT_MS);
+    if (!done) {
+      res.status(202).json({ request, state: 'PENDING', message: `request #${request} is queued: no projector service has run it within ${REQUEST_WAIT_MS / 1000} s` });
+      return;
+    }
+    if (done.state === 'FAILED') throw new RequestFailedError(done.error?.message ?? 'cutover failed', done.error?.exitCode ?? 1, request);
+    const r = done.result as { ok: boolean; checks: { name: string; ok: boolean; detail: string }[] };
+    log.info({ release: id, subject: who.principal, request, dryRun: args.dryRun, ok: r.ok }, 'cutover via the API');
+    res.status(r.ok ? 200 : 409).json({ request, principal: who.principal, ...(done.result as object) });
+  });
 
   router.post('/releases/:id/approve', requirePermission('approve'), json, async (req, res) => {
     const id = idOf(req);

@@ -17,6 +17,7 @@ export const RELEASE_STATES = [
   'RECONCILED',
   'APPROVED',
   'ACTIVE',
+  'SUPERSEDED',
   'RETIRED',
   'RECONCILIATION_REQUIRED',
   'ROLLED_BACK',
@@ -38,7 +39,10 @@ export const TRANSITIONS: Readonly<Record<ReleaseState, readonly ReleaseState[]>
   CAUGHT_UP: ['RECONCILED', 'ACTIVE', 'APPROVED', 'BUILT', 'RECONCILIATION_REQUIRED', 'CANCELLED'],
   RECONCILED: ['APPROVED', 'RECONCILIATION_REQUIRED', 'CANCELLED'],
   APPROVED: ['INGRESS_SEALED', 'ACTIVE', 'RECONCILIATION_REQUIRED', 'CANCELLED'],
-  ACTIVE: ['RETIRED', 'ROLLED_BACK'],
+  // A cutover moves the release that was active aside (its generation RETAINED for rollback,
+  // migration 0015); a rollback of the release that superseded it makes it ACTIVE again.
+  ACTIVE: ['SUPERSEDED', 'RETIRED', 'ROLLED_BACK'],
+  SUPERSEDED: ['ACTIVE', 'RETIRED'],
   RETIRED: [],
   // Leaves by repair (back to BUILDING) and a passing reconcile, or by cancel.
   RECONCILIATION_REQUIRED: ['BUILDING', 'RECONCILED', 'CANCELLED'],
@@ -48,7 +52,7 @@ export const TRANSITIONS: Readonly<Record<ReleaseState, readonly ReleaseState[]>
 
 /** States in which a release still holds its range and may take work. */
 export const OPEN_STATES: readonly ReleaseState[] = RELEASE_STATES.filter(
-  (s) => !['ACTIVE', 'RETIRED', 'ROLLED_BACK', 'CANCELLED'].includes(s),
+  (s) => !['ACTIVE', 'SUPERSEDED', 'RETIRED', 'ROLLED_BACK', 'CANCELLED'].includes(s),
 );
 
 export function canTransition(from: ReleaseState, to: ReleaseState): boolean {

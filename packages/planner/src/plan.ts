@@ -136,7 +136,7 @@ export async function planRelease(db: Db, id: string, opts: { carryRows?: number
     // the release's; several ranges are several releases, one after another.
     const { rows: other } = await conn.query<{ id: string; state: string }>(
       `SELECT id, state FROM genfill.releases
-        WHERE dataset = $1 AND generation = $2 AND id <> $3 AND state NOT IN ('DRAFT', 'CANCELLED', 'ACTIVE', 'RETIRED', 'ROLLED_BACK')
+        WHERE dataset = $1 AND generation = $2 AND id <> $3 AND state NOT IN ('DRAFT', 'CANCELLED', 'ACTIVE', 'SUPERSEDED', 'RETIRED', 'ROLLED_BACK')
         ORDER BY id LIMIT 1`,
       [release.dataset, release.generation, id],
     );

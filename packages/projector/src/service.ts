@@ -17,6 +17,7 @@ import { projectorStatus } from './lag.ts';
 import { projectorMetrics, type ProjectorMetrics } from './metrics.ts';
 import { catchupCandidates, catchupRound } from './catchup.ts';
 import { sealRelease, unsealRelease } from './seal.ts';
+import { cutoverRelease, type CutoverStep } from './cutover.ts';
 
 export const PROJECTOR_DEFAULTS = {
   pollMs: 100,
@@ -47,9 +48,34 @@ function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   return sleep(ms, undefined, { signal }).catch(() => undefined);
 }
 
-/** The seal and unseal requests this service executes for a person. */
-export function projectorRequestHandlers(): RequestHandlers {
+/**
+ * Fault injection for the fault suite (docs/projector.md): GENFILL_CUTOVER_CRASH_AFTER=<step>
+ * SIGKILLs this process once a cutover has recorded that step (sealed, switched, …), so a
+ * test can prove the next holder finishes or undoes it. Unset in every real deployment.
+ */
+function crashHook(): ((step: CutoverStep) => void) | undefined {
+  const at = process.env.GENFILL_CUTOVER_CRASH_AFTER;
+  if (!at) return undefined;
+  return (step) => {
+    if (step === at) process.kill(process.pid, 'SIGKILL');
+  };
+}
+
+/** The seal, unseal, catch-up and cutover requests this service executes for a person. */
+export function projectorRequestHandlers(o: { holder?: string; leaseMs?: number } = {}): RequestHandlers {
   return {
+    cutover: async (db, req) => {
+      const a = req.args as { dryRun?: boolean; maxFreezeMs?: number };
+      const r = await cutoverRelease(db, req.release, {
+        dryRun: a.dryRun === true,
+        ...(a.maxFreezeMs ? { maxFreezeMs: Number(a.maxFreezeMs) } : {}),
+        request: req.id,
+        ...(o.holder ? { holder: `${o.holder}:request-${req.id}` } : {}),
+        ...(o.leaseMs ? { leaseMs: o.leaseMs } : {}),
+        onStep: crashHook(),
+      });
+      return { result: r, exitCode: r.ok ? 0 : 3 };
+    },
     seal: async (db, req) => ({ result: await sealRelease(db, req.release, (req.args as { waitMs?: number }).waitMs ? { waitForProjectorMs: Number((req.args as { waitMs: number }).waitMs) } : {}) }),
     unseal: async (db, req) => ({ result: await unsealRelease(db, req.release, ((req.args as { reason?: string }).reason ?? null) as string | null) }),
     catchup: async (db, req) => ({ result: await catchupRound(db, req.release) }),
@@ -186,6 +212,28 @@ export interface ProjectorServiceOptions extends Omit<ProjectorOptions, 'db' | '
   metricsServed?: boolean;
 }
 
+/**
+ * Cutovers left RUNNING by a holder that died outside a request (a service login ran it in its
+ * own process): once their lease has run out, finish or undo them here. A cutover run for a
+ * request is recovered by whoever takes the request again.
+ */
+export async function recoverCutovers(db: Db, o: { holder: string; leaseMs: number; log: Logger }): Promise<number> {
+  const { rows } = await db.query<{ release: string; id: string }>(
+    `SELECT c.release, c.id::text FROM genfill.cutovers c LEFT JOIN genfill.requests q ON q.id = c.request
+      WHERE c.state = 'RUNNING' AND c.lease_expires_at < clock_timestamp() AND (q.id IS NULL OR q.state IN ('DONE', 'FAILED'))
+      ORDER BY c.id`,
+  );
+  for (const c of rows) {
+    try {
+      const r = await cutoverRelease(db, c.release, { holder: `${o.holder}:recovery`, leaseMs: o.leaseMs, recoverOnly: true, onStep: crashHook() });
+      o.log.warn({ release: c.release, cutover: c.id, freezeMs: r.freezeMs }, 'recovered a cutover whose holder died: finished');
+    } catch (err) {
+      o.log.warn({ err, release: c.release, cutover: c.id }, 'recovered a cutover whose holder died: undone or refused');
+    }
+  }
+  return rows.length;
+}
+
 /** The service: discover datasets, run one projectDataset loop per dataset, serve seal/unseal requests. */
 export async function runProjectorService(opts: ProjectorServiceOptions): Promise<void> {
   const { config, log } = opts;
@@ -200,10 +248,13 @@ export async function runProjectorService(opts: ProjectorServiceOptions): Promis
     const id = opts.id ?? `projector:${hostname()}:${process.pid}`;
     const discoverMs = opts.discoverMs ?? PROJECTOR_DEFAULTS.discoverMs;
     log.info({ id, datasets: opts.datasets ?? 'all', metricsPort: metricsServer?.port ?? null }, 'projector started');
-    const handlers = projectorRequestHandlers();
+    const leaseMs = opts.leaseMs ?? PROJECTOR_DEFAULTS.leaseMs;
+    const handlers = projectorRequestHandlers({ holder: id, leaseMs });
     while (!opts.signal?.aborted) {
       try {
-        await serveRequests(db, { handlers, worker: id, log, signal: opts.signal });
+        // Requests under the projector's lease period: a holder SIGKILLed mid-cutover is replaced within it.
+        await serveRequests(db, { handlers, worker: id, log, signal: opts.signal, leaseMs });
+        await recoverCutovers(db, { holder: id, leaseMs, log });
         // Candidates follow the live frontier once built, and the sealed one goes to its barrier.
         for (const c of await catchupCandidates(db, opts.datasets)) {
           if (!c.behind) continue;

@@ -10,3 +10,4 @@ export {
   startReconcilerService,
 } from './service.ts';
 export { partitionsOfReconciliation, type ReconciliationPartitions, storedFindings } from './stored.ts';
+export { type TailCheck, type TailMismatch, verifyTail } from './tail.ts';

@@ -44,7 +44,7 @@ export interface TransformRange {
 export interface GenerationRow {
   dataset: string;
   generation: string;
-  state: 'CANDIDATE' | 'ACTIVE' | 'RETIRED' | 'ABANDONED';
+  state: 'CANDIDATE' | 'ACTIVE' | 'RETAINED' | 'RETIRED' | 'ABANDONED';
   created_by_release: string | null;
   transform_map: TransformRange[];
 }

@@ -35,6 +35,11 @@ export const RELEASE_ACTIONS = {
   dependencyChanged: 'dependency-changed',
   /** INGRESS_SEALED → CAUGHT_UP: the catch-up round to the barrier (0014). */
   caughtUp: 'caught-up',
+  /** CAUGHT_UP → ACTIVE, and ACTIVE → SUPERSEDED of the release it replaced (genfill.cutover_switch, 0015). */
+  cutover: 'cutover',
+  superseded: 'superseded',
+  /** APPROVED → RECONCILIATION_REQUIRED: keys changed since the approved reconciliation do not match (cutover.ts). */
+  cutoverTailMismatch: 'cutover-tail-mismatch',
 } as const;
 export type ReleaseAction = (typeof RELEASE_ACTIONS)[keyof typeof RELEASE_ACTIONS];
 

@@ -2,10 +2,12 @@
 // <release>` (requests the projector service executes) and `genfill quarantine <dataset>` (an
 // operator verb).
 import { InvalidArgumentError, type Command } from 'commander';
-import { InvalidInputError } from '@genfill/contracts';
+import { InvalidInputError, RefusedError } from '@genfill/contracts';
 import { projector } from '@genfill/projector-service';
 import {
   catchupRound,
+  cutoverRelease,
+  type CutoverResult,
   sealRelease,
   unsealRelease,
   type CatchupRound,
@@ -29,6 +31,35 @@ function describeSeal(r: SealResult): string {
     `sealed ${r.dataset} for ${r.release}: epoch ${r.epoch} on generation ${r.generation}, barrier ${r.barrier}`,
     `  release ${r.sealedFrom} → INGRESS_SEALED; lock wait ${r.lockWaitMs} ms (attempt ${r.attempts}), waited ${r.waitedForProjectorMs} ms for the projector`,
     `  readers of ${r.generation} see no new writes until cutover or \`genfill unseal ${r.release}\``,
+  ].join('\n');
+}
+
+/** `30s`, `500ms`, `2m` or plain seconds: the freeze bound. */
+function duration(value: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
+  if (!m || !(Number(m[1]) > 0)) throw new InvalidArgumentError('expected a duration like 30s, 500ms or 2m');
+  const n = Number(m[1]);
+  return Math.round(m[2] === 'ms' ? n : m[2] === 'm' ? n * 60_000 : n * 1000);
+}
+
+export function describeCutover(r: CutoverResult): string {
+  if (r.dryRun) {
+    return [
+      `dry run of the cutover of ${r.release} (${r.dataset}): ${r.ok ? 'every precondition holds; nothing was sealed' : 'refused; nothing was sealed'}`,
+      ...r.checks.map((c) => `  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name.padEnd(20)} ${c.detail}`),
+    ].join('\n');
+  }
+  if (r.recovered && r.freezeMs === undefined) return `cutover #${r.cutover} of ${r.release}: recovered — the switch had committed before its holder died; ${r.to} is active`;
+  const a = r.appliedAtSwitch;
+  return [
+    `cut over ${r.dataset}: ${r.from} → ${r.to} for ${r.release} (cutover #${r.cutover}${r.recovered ? ', finished after its holder died' : ''})`,
+    `  freeze window ${r.freezeMs} ms (seal to the switch's commit); switch transaction ${r.casMs} ms`,
+    `  epoch ${r.closedEpoch} sealed at ${r.barrier}; epoch ${r.openedEpoch} open on ${r.to} from ${r.sCut}`,
+    `  catch-up: ${r.rounds?.pre ? `pre-seal round ${r.rounds.pre.events} events, ` : ''}final round to the barrier ${r.rounds?.final?.events ?? 0} events (root ${r.rounds?.final?.root ?? '?'}); ` +
+      `${a ? `${a.events} events after the barrier applied at the switch (${a.upserted} written, ${a.flagged + a.remembered} tombstones, ${a.noops} no-ops)` : ''}`,
+    `  tail re-verified: ${(r.tail?.pre?.keys ?? 0) + (r.tail?.post?.keys ?? 0)} keys changed since the approved reconciliation, 0 mismatches`,
+    `  ${r.superseded ? `${r.superseded} is SUPERSEDED; ` : ''}${r.from} is RETAINED for rollback (\`genfill rollback ${r.release}\`)`,
+    `  steps: ${r.steps.map((s) => `${s.step} ${s.ms} ms`).join(', ')}`,
   ].join('\n');
 }
 
@@ -83,6 +114,28 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
             `${r.noops} no-ops${r.quarantined ? `, ${r.quarantined} quarantined` : ''}) from ${r.from} to ${r.to}${r.toBarrier ? ' (the barrier)' : ''}; root ${r.root}` +
             `${r.caughtUp ? `; ${release} INGRESS_SEALED → CAUGHT_UP` : ''}`,
         );
+      }),
+    );
+
+  program
+    .command('cutover <release>')
+    .description(
+      'switch every reader of the dataset to the release\'s generation in one step (invariants 9 and 11): a catch-up round and a check ' +
+        'of the keys changed since the approved reconciliation, then the seal, the round to the barrier, the tail\'s keys checked, and ' +
+        'one transaction that compares every precondition, flips the pointer and applies what arrived after the barrier. ' +
+        'Exit 3 naming a failed precondition (ingress reopened on the old generation, APPROVED again), 4 for a mismatch in the tail ' +
+        '(RECONCILIATION_REQUIRED with the keys); a request the projector service runs',
+    )
+    .option('--dry-run', 'check every precondition without sealing (exit 3 when one fails)')
+    .option('--max-freeze <duration>', 'abort and unseal when the freeze (seal to switch) would pass this: 30s, 500ms, 2m', duration, 30_000)
+    .option('--json', 'print the cutover record as JSON')
+    .action((release: string, opts: { dryRun?: boolean; maxFreeze: number; json?: boolean }) =>
+      run(async (ctx) => {
+        const args = { dryRun: opts.dryRun === true, maxFreezeMs: opts.maxFreeze };
+        const r = await viaService<CutoverResult>(ctx, { kind: 'cutover', release, args }, (db) => cutoverRelease(db, release, args));
+        if (opts.json) json(ctx.io, r);
+        else ctx.io.out(describeCutover(r));
+        if (!r.ok) throw new RefusedError(`cutover of ${release}: ${r.checks.filter((c) => !c.ok).map((c) => `precondition ${c.name}: ${c.detail}`).join('; ')}`);
       }),
     );
 

@@ -380,6 +380,7 @@ export async function cutoverRelease(db: Db, release: string, opts: CutoverOptio
     let cur = await loadRelease(db, release);
     // A recovery whose predecessor's switch committed: the flip is complete; record it.
     if (cur.state === 'ACTIVE') {
+      await record('done');
       await finish('DONE', { recovered: true, note: 'the switch had committed before the previous holder died' });
       return { ...result, ok: true, recovered: true };
     }

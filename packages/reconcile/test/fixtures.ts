@@ -65,6 +65,8 @@ export interface ReleaseOptions {
   approvals?: number;
   /** Submit as this login (a URL's user), e.g. to make someone else the submitter. */
   submitAs?: Db;
+  /** The generation the release expects active (default g2, the adopted one). */
+  expectedActive?: string;
 }
 
 /** Submit, plan and build a release of the example transform over [from, to) into `generation`. */
@@ -78,7 +80,7 @@ export async function plannedRelease(db: Db, o: ReleaseOptions): Promise<void> {
   const r = exampleRelease();
   r.release = o.id;
   r.target.generation = o.generation;
-  r.target.expectedActive = 'g2';
+  r.target.expectedActive = o.expectedActive ?? 'g2';
   r.range = { from: o.from, to: o.to };
   r.partition = { every: o.every ?? 'P1D' };
   r.approvals = o.approvals ?? 1;

@@ -10,11 +10,13 @@ import * as controlCmd from './commands/control.ts';
 import * as datasetCmd from './commands/dataset.ts';
 import * as demoCmd from './commands/demo.ts';
 import * as deployCmd from './commands/deploy.ts';
+import * as diffCmd from './commands/diff.ts';
 import * as ingestCmd from './commands/ingest.ts';
 import * as migrateCmd from './commands/migrate.ts';
 import * as planCmd from './commands/plan.ts';
 import * as plannerCmd from './commands/planner.ts';
 import * as projectorCmd from './commands/projector.ts';
+import * as readCmd from './commands/read.ts';
 import * as reconcileCmd from './commands/reconcile.ts';
 import * as reconcilerCmd from './commands/reconciler.ts';
 import * as releaseCmd from './commands/release.ts';
@@ -43,7 +45,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<ExitCode
       '\nExit codes: 0 ok, 1 internal error, 2 invalid input, 3 refused (a precondition or CAS lost), 4 reconciliation required.\n' +
         'Configuration comes from the environment: DATABASE_URL, REDIS_URL, GENFILL_* (see README).',
     );
-  for (const cmd of [migrateCmd, releaseCmd, planCmd, statusCmd, controlCmd, plannerCmd, datasetCmd, demoCmd, workerCmd, repairCmd, reconcileCmd, reconcilerCmd, apiCmd, ingestCmd, captureCmd, projectorCmd, deployCmd]) cmd.register(program, run);
+  for (const cmd of [migrateCmd, releaseCmd, planCmd, statusCmd, controlCmd, plannerCmd, datasetCmd, demoCmd, workerCmd, repairCmd, reconcileCmd, reconcilerCmd, apiCmd, ingestCmd, captureCmd, projectorCmd, readCmd, diffCmd, deployCmd]) cmd.register(program, run);
 
   try {
     await program.parseAsync(argv, { from: 'user' });

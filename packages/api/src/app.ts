@@ -17,6 +17,7 @@ import { loginRoutes } from './login.ts';
 import { httpMetrics } from './metrics.ts';
 import type { ReleaseQueues } from './queues.ts';
 import { releaseRoutes } from './releases.ts';
+import { rowRoutes } from './rows.ts';
 import { requireSameOriginForCookies } from './same-origin.ts';
 import { statusRoutes } from './status-routes.ts';
 
@@ -33,6 +34,8 @@ export interface AppDeps {
   trustProxy?: Config['GENFILL_API_TRUST_PROXY'];
   /** POST /datasets/:ds/events: GENFILL_MAX_PENDING_EVENTS and GENFILL_TOMBSTONE_RETENTION. */
   ingress: IngressSettings;
+  /** GET /datasets/:ds/rows: GENFILL_READER_LEASE_TTL in milliseconds (default 5 minutes). */
+  readerLeaseTtlMs?: number;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -60,6 +63,7 @@ export function createApp(deps: AppDeps): Express {
   app.use(releaseRoutes({ db, dispatcher, queues: deps.queues, log }));
   app.use(boardRoutes({ db, queues: deps.queues, log }));
   app.use(eventRoutes({ db, log, ingress: deps.ingress }));
+  app.use(rowRoutes({ db, log, leaseTtlMs: deps.readerLeaseTtlMs }));
   app.use(statusRoutes({ db, dispatcher, log }));
   app.use(notFound);
   app.use(errorHandler(log));

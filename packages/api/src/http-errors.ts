@@ -4,6 +4,7 @@
 import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
 import {
   CasConflictError,
+  GenerationGoneError,
   GenfillError,
   IngressBusyError,
   IngressConflictError,
@@ -14,6 +15,7 @@ import {
   RefusedError,
   RequestFailedError,
   SchemaVersionError,
+  UnknownDatasetError,
   type Problem,
 } from '@genfill/contracts';
 import type { Logger } from '@genfill/observability';
@@ -50,6 +52,8 @@ export function toHttp(err: unknown): HttpError {
   const body = (status: number, error: string, message: string): HttpError => ({ status, body: { error, message } });
   if (err instanceof UnauthenticatedError) return body(401, err.name, err.message);
   if (err instanceof ForbiddenError) return body(403, err.name, err.message);
+  // A read of a dataset the registry does not know: bad input for the CLI, a missing resource here.
+  if (err instanceof UnknownDatasetError) return { status: 404, body: { error: err.name, message: err.message, problems: err.problems } };
   if (err instanceof InvalidInputError) return { status: 400, body: { error: err.name, message: err.message, problems: err.problems } };
   if (err instanceof NotFoundError) return body(404, err.name, err.message);
   // Busy is an answer to retry, never a drop.
@@ -62,6 +66,10 @@ export function toHttp(err: unknown): HttpError {
   }
   if (err instanceof IngressConflictError) {
     return { status: 409, body: { error: err.name, message: err.message, conflicts: err.conflicts, conflictIds: err.conflictIds, releases: err.releases } };
+  }
+  // A pinned read of a generation that is gone, for good: the reason says what the registry recorded.
+  if (err instanceof GenerationGoneError) {
+    return { status: 410, body: { error: err.name, message: err.message, reason: err.reason, dataset: err.dataset, generation: err.generation } };
   }
   // A CAS against a release that does not exist found no row at all.
   if (err instanceof CasConflictError && err.actual === null) return body(404, err.name, err.message);

@@ -112,6 +112,8 @@ export const configSchema = z.object({
   GENFILL_MAX_PENDING_EVENTS: z.coerce.number().int().positive().default(1_000_000),
   /** How long ingress tombstones are kept at least, in seconds (default 7 days). */
   GENFILL_TOMBSTONE_RETENTION: retention.default(7 * 86_400),
+  /** How long a pinned read's lease on its generation lasts past each page, in seconds (default 5 minutes). */
+  GENFILL_READER_LEASE_TTL: retention.pipe(z.number().max(86_400, 'must be at most 24h')).default(300),
   GENFILL_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -138,6 +138,29 @@ export class IngressConflictError extends RefusedError {
   }
 }
 
+/**
+ * A pinned read named a generation that is gone: RETIRED, ABANDONED, or its table no longer
+ * exists. `reason` is what the registry records (genfill.generation_gone). Exit 3, HTTP 410.
+ */
+export class GenerationGoneError extends RefusedError {
+  constructor(
+    readonly dataset: string,
+    readonly generation: string,
+    readonly state: string | null,
+    readonly reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super(reason, options);
+  }
+}
+
+/** A read named a dataset the registry does not know: bad input (exit 2), HTTP 404. */
+export class UnknownDatasetError extends InvalidInputError {
+  constructor(readonly dataset: string) {
+    super([{ path: 'dataset', message: `dataset ${dataset} does not exist: \`genfill status\` lists the releases and their datasets` }]);
+  }
+}
+
 /** The database schema is newer than this code, or not migrated yet. */
 export class SchemaVersionError extends RefusedError {}
 

@@ -4,6 +4,7 @@ export {
   ConfigError,
   type ExitCode,
   exitCodeOf,
+  GenerationGoneError,
   GenfillError,
   IngressBusyError,
   type IngressConflict,
@@ -20,6 +21,7 @@ export {
   ReleaseConflictError,
   SchemaVersionError,
   StaleLeaseError,
+  UnknownDatasetError,
 } from './errors.ts';
 export { CARRY_MAX, CARRY_MIN, computeGrid, coverageProof, type CoverageProof, type GridPartition, isCarryMax, isCarryMin } from './grid.ts';
 export { type LoadedRelease, loadRelease, releaseSchema, type ReleaseSpec, sha256 } from './release.ts';

@@ -1,8 +1,9 @@
 // How far the projector of a dataset is behind, and everything an operator asks next: the
 // epoch and its seal, the lease holder, a poison stop, quarantined keys, the dataset's flags,
-// and the oldest prepared transaction (it holds every frontier back until it finishes).
+// the oldest prepared transaction (it holds every frontier back until it finishes), and the
+// live reader leases (pinned reads of each generation, which hold its retirement back).
 import { newEventsWhere } from '@genfill/capture';
-import type { Conn, Db } from '@genfill/registry';
+import { type Conn, type Db, type ReaderLease, readerLeases } from '@genfill/registry';
 
 /** Pending events are counted up to this many. */
 export const LAG_COUNT_LIMIT = 100_000;
@@ -28,6 +29,8 @@ export interface ProjectorStatus {
   staleRelations: string[];
   adoptUnverified: boolean;
   oldestPrepared: { gid: string; prepared: string; owner: string } | null;
+  /** Live reader leases of the dataset's generations (genfill read, GET /datasets/:ds/rows), longest first. */
+  readers: ReaderLease[];
 }
 
 export async function projectorStatus(conn: Conn | Db, dataset: string): Promise<ProjectorStatus | null> {
@@ -107,5 +110,6 @@ export async function projectorStatus(conn: Conn | Db, dataset: string): Promise
     staleRelations: x.stale ?? [],
     adoptUnverified: x.unverified ?? false,
     oldestPrepared: x.prepared,
+    readers: await readerLeases(conn, dataset),
   };
 }

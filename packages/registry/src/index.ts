@@ -35,6 +35,15 @@ export {
   storedGrid,
 } from './manifest.ts';
 export { assertSchemaCurrent, LATEST_VERSION, migrate } from './migrate.ts';
+export {
+  DEFAULT_READER_LEASE_MS,
+  generationGoneReason,
+  type ReaderLease,
+  readerLeaseError,
+  readerLeases,
+  releaseReaderLease,
+  takeReaderLease,
+} from './reader-leases.ts';
 export { findOverlapping, findRelease, getRelease, insertRelease, type ReleaseRow } from './releases.ts';
 export {
   latestThrottleDecision,

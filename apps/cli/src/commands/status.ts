@@ -155,6 +155,8 @@ function describeDatasetStatus(s: ProjectorStatus): string {
   if (s.dependencyStaleSince) lines.push(`  DEPENDENCY_STALE since ${s.dependencyStaleSince}: ${s.staleRelations.join(', ')} changed; a rebuild release clears it`);
   if (s.adoptUnverified) lines.push(`  adopted rows unverified: \`genfill reconcile --dataset ${s.dataset}\` compares them with the transform map`);
   if (s.oldestPrepared) lines.push(`  prepared transaction ${s.oldestPrepared.gid} (since ${s.oldestPrepared.prepared}, ${s.oldestPrepared.owner}) holds every frontier back`);
+  lines.push(s.readers.length === 0 ? '  readers: no live reader lease' : `  readers: ${s.readers.length} live reader lease${s.readers.length === 1 ? '' : 's'}`);
+  for (const r of s.readers) lines.push(`    generation ${r.generation}  holder ${r.holder}  by ${r.principal}  until ${r.expiresAt} (since ${r.takenAt})`);
   return lines.join('\n');
 }
 
@@ -165,7 +167,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--json', 'print the full status as JSON (every partition included)')
     .option('--watch', 'redraw build progress (partitions, rows/s, ETA, failures, pause) until the release leaves BUILDING, then print the status')
     .option('--interval <seconds>', 'with --watch: time between redraws', parseSeconds, 2)
-    .option('--dataset <name>', 'show the live path of a dataset instead: projector lag, epoch and seal, lease, stops, flags')
+    .option('--dataset <name>', 'show the live path of a dataset instead: projector lag, epoch and seal, lease, stops, flags, reader leases')
     .action((release: string | undefined, opts: { json?: boolean; watch?: boolean; interval: number; dataset?: string }) =>
       run(async (ctx) => {
         const db = await ctx.db();

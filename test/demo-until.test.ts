@@ -17,9 +17,9 @@ const count = async (table: string) => (await db.pool.query(`SELECT count(*)::in
 
 describe('genfill demo --until', () => {
   it('refuses an unknown step before touching the database', async () => {
-    const res = await runCli(['demo', '--rows', '1000', '--dir', dir, '--until', 'cutover'], env);
+    const res = await runCli(['demo', '--rows', '1000', '--dir', dir, '--until', 'rollback'], env);
     expect(res.code).toBe(2);
-    expect(res.stderr).toMatch(/--until.*expected one of migrate, seed, adopt, submit, plan, build, reconcile, approve/);
+    expect(res.stderr).toMatch(/--until.*expected one of migrate, seed, adopt, submit, plan, build, reconcile, approve, cutover/);
     const registry = await db.pool.query(`SELECT to_regclass('genfill.releases') AS t`);
     expect(registry.rows[0].t).toBeNull();
   });
@@ -27,8 +27,8 @@ describe('genfill demo --until', () => {
   it('stops after plan with the release BUILDING and nothing built, then after build with it BUILT', async () => {
     const planned = await runCli(['demo', '--rows', '1000', '--dir', dir, '--no-throttle', '--until', 'plan'], env);
     expect(planned.code).toBe(0);
-    expect(planned.stdout).toMatch(/\[5\/8\] plan/);
-    expect(planned.stdout).not.toMatch(/\[6\/8\]/);
+    expect(planned.stdout).toMatch(/\[5\/9\] plan/);
+    expect(planned.stdout).not.toMatch(/\[6\/9\]/);
     expect(planned.stdout).toMatch(/stopped after plan \(--until plan\); next: genfill worker --release order-tax-fix@3/);
     expect(await state()).toBe('BUILDING');
     expect(await count('receipts')).toBe(0);

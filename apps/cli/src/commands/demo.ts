@@ -4,10 +4,13 @@
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgumentError, type Command } from 'commander';
 import { ReconciliationRequiredError, RefusedError } from '@genfill/contracts';
 import { adoptDataset, submitRelease, type PlanResult } from '@genfill/planner';
 import { createPool, migrate, receiptSummary, type Db, type ReceiptSummary } from '@genfill/registry';
+import { cutoverRelease, type CutoverResult } from '@genfill/projector';
+import { openPinnedRead } from '@genfill/reads';
 import { approveRelease, type ApproveResult, latestReconciliation, reconcile, type ReconcileResult } from '@genfill/reconcile';
 import type { Context } from '../context.ts';
 import { planWithDispatch } from '../dispatch.ts';
@@ -17,6 +20,7 @@ import { seedDemo } from '../demo/seed.ts';
 import { startLivePath, type LivePath } from '../demo/live.ts';
 import { json } from '../io.ts';
 import { describePlan } from './plan.ts';
+import { describeCutover } from './projector.ts';
 import { describeReconciliation } from './reconcile.ts';
 
 const RELEASE = 'order-tax-fix@3';
@@ -47,7 +51,7 @@ function parseBounded(value: string, min: number, max: number): number {
 const DEMO_APPROVER = 'genfill_demo_approver';
 
 /** The demo's steps in order; `--until <step>` stops after one of them. */
-const STEPS = ['migrate', 'seed', 'adopt', 'submit', 'plan', 'build', 'reconcile', 'approve'] as const;
+const STEPS = ['migrate', 'seed', 'adopt', 'submit', 'plan', 'build', 'reconcile', 'approve', 'cutover'] as const;
 type Step = (typeof STEPS)[number];
 /** What an operator runs next when the demo stopped after a step. */
 const NEXT: Record<Step, string> = {
@@ -58,7 +62,8 @@ const NEXT: Record<Step, string> = {
   plan: `genfill worker --release ${RELEASE}`,
   build: `genfill reconcile ${RELEASE}`,
   reconcile: `genfill approve ${RELEASE} (as a second role)`,
-  approve: '',
+  approve: `genfill cutover ${RELEASE}`,
+  cutover: '',
 };
 
 function parseStep(value: string): Step {
@@ -120,7 +125,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--dir <path>', 'where the demo writes its release and transform files', '.genfill/demo')
     .option('--workers <n>', 'worker processes that build the candidate', (v) => parseWorkers(v), 2)
     .option('--no-throttle', 'build without the throttle (it paces by replica lag, a canary and errors)')
-    .option('--until <step>', `stop after this step (${STEPS.join(', ')}), e.g. build to reconcile by hand`, parseStep, 'approve' as Step)
+    .option('--until <step>', `stop after this step (${STEPS.join(', ')}), e.g. build to reconcile by hand`, parseStep, 'cutover' as Step)
     .option('--writer-rate <n>', 'transactions per second of the live order writer (1 to 2000)', (v) => parseBounded(v, 1, 2000), 20)
     .option('--in-range-seconds <n>', 'how long the writer also writes inside the range once the release is approved (0 to 600)', (v) => parseBounded(v, 0, 600), 3)
     .option('--json', 'print one JSON object with every result instead of the story')
@@ -152,11 +157,11 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         say(`genfill demo: release ${RELEASE} on a seeded orders dataset; files in ${dir}`);
 
         const migrated = await phase('migrate', () => migrate(ctx.rawDb()));
-        say(`[1/8] migrate: registry schema at version ${migrated.version} ${took('migrate')}`);
+        say(`[1/9] migrate: registry schema at version ${migrated.version} ${took('migrate')}`);
         if (stopsAfter('migrate')) return;
         const db = await ctx.db();
 
-        say(`[2/8] seed: ${count(opts.rows)} orders in the release's year, more outside it`);
+        say(`[2/9] seed: ${count(opts.rows)} orders in the release's year, more outside it`);
         const seeded = await phase('seed', () => seedDemo(db, { rows: opts.rows, log: (line) => say(`      ${line}`) }));
         say(`      ${seeded.seeded ? 'seeded' : 'already seeded'}: public.orders holds ${count(seeded.orders)} orders ${took('seed')}`);
         results.orders = { ...seeded, inRange: opts.rows };
@@ -164,7 +169,14 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
 
         // The table the old pipeline built becomes generation tax-fix-g2, the release's expectedActive.
         const adoptTransform = writeAdoptTransform(dir);
-        const adopted = await phase('adopt', () =>
+        // A run after the cutover finds tax-fix-g3 active: adopt was done by the first run.
+        const { rowCount: cutEarlier } = await db.query(`SELECT 1 FROM genfill.releases WHERE id = $1 AND state IN ('ACTIVE', 'SUPERSEDED', 'ROLLED_BACK', 'RETIRED')`, [RELEASE]);
+        const after = cutEarlier
+          ? (await db.query<{ rows: number }>(`SELECT count(*)::int AS rows FROM genfill_data.orders_enriched WHERE generation = 'tax-fix-g2'`)).rows
+          : [];
+        const adopted: Awaited<ReturnType<typeof adoptDataset>> = after[0]
+          ? { status: 'already-adopted', dataset: 'orders_enriched', generation: 'tax-fix-g2', rows: after[0].rows, frontier: null, captured: [] }
+          : await phase('adopt', () =>
           adoptDataset(db, {
             dataset: 'orders_enriched',
             source: 'public.orders',
@@ -176,8 +188,8 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
           }),
         );
         say(
-          `[3/8] adopt: ${adopted.status === 'adopted' ? 'adopted' : 'already adopted'} public.orders_enriched as ` +
-            `${adopted.dataset} generation ${adopted.generation} (${count(adopted.rows)} rows) ${took('adopt')}`,
+          `[3/9] adopt: ${adopted.status === 'adopted' ? 'adopted' : 'already adopted'} public.orders_enriched as ` +
+            `${adopted.dataset} generation ${adopted.generation} (${count(adopted.rows)} rows) ${phases.adopt === undefined ? '' : took('adopt')}`,
         );
         results.adopt = adopted;
         if (stopsAfter('adopt')) return;
@@ -191,14 +203,14 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         const releaseFile = writeDemoRelease(dir);
         const submitted = await phase('submit', () => submitRelease(releaseFile, db));
         say(
-          `[4/8] submit: ${submitted.status} ${submitted.release} (${submitted.partitions} partitions, digest ${submitted.digest}) ${took('submit')}`,
+          `[4/9] submit: ${submitted.status} ${submitted.release} (${submitted.partitions} partitions, digest ${submitted.digest}) ${took('submit')}`,
         );
         results.releaseFile = releaseFile;
         results.submit = submitted;
         if (stopsAfter('submit')) return;
 
         const plan = await phase('plan', () => planWithDispatch(ctx, RELEASE));
-        say(`[5/8] plan ${took('plan')}`);
+        say(`[5/9] plan ${took('plan')}`);
         say(describePlan(plan).replace(/^/gm, '      '));
         results.plan = plan;
         results.coverageProved = coverageProved(plan);
@@ -207,13 +219,13 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         // Two worker processes build the candidate; a second run finds it built already.
         let build: DemoBuild | null = null;
         if (plan.state === 'BUILDING') {
-          say(`[6/8] build: ${opts.workers} worker processes build ${RELEASE} into tax-fix-g3`);
+          say(`[6/9] build: ${opts.workers} worker processes build ${RELEASE} into tax-fix-g3`);
           build = await phase('build', () => buildWithWorkers(db, { release: RELEASE, workers: opts.workers, throttle: opts.throttle, env: ctx.io.env, say: (l) => say(`      ${l}`) }));
           if (build.state !== 'BUILT') {
             throw new RefusedError(`the build stopped with ${build.failed} failed partition(s) and the release ${build.state}: see \`genfill status ${RELEASE}\``);
           }
         } else {
-          say(`[6/8] build: ${RELEASE} is ${plan.state} already`);
+          say(`[6/9] build: ${RELEASE} is ${plan.state} already`);
         }
         const receipts: ReceiptSummary = await receiptSummary(db, RELEASE);
         say(describeReceipts(receipts, build));
@@ -226,7 +238,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         const before = (await db.query<{ state: string }>('SELECT state FROM genfill.releases WHERE id = $1', [RELEASE])).rows[0]!.state;
         if (before === 'BUILT' || before === 'RECONCILED') {
           reconciliation = await phase('reconcile', () => reconcile(db, RELEASE, { findingsDir: dir }));
-          say(`[7/8] reconcile ${took('reconcile')}`);
+          say(`[7/9] reconcile ${took('reconcile')}`);
           say(describeReconciliation(reconciliation).replace(/^/gm, '      '));
           if (reconciliation.state !== 'RECONCILED') {
             throw new ReconciliationRequiredError(
@@ -235,28 +247,65 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
             );
           }
         } else {
-          say(`[7/8] reconcile: ${RELEASE} is ${before} already`);
+          say(`[7/9] reconcile: ${RELEASE} is ${before} already`);
         }
         results.reconciliation = reconciliation;
         if (stopsAfter('reconcile')) return;
         const approval = await phase('approve', () => approveAsSecondRole(ctx, db));
-        say(`[8/8] approve as ${approval.principal}: ${approval.outcome}, ${approval.approvals}/${approval.required} → ${approval.state} ${took('approve')}`);
+        say(`[8/9] approve as ${approval.principal}: ${approval.outcome}, ${approval.approvals}/${approval.required} → ${approval.state} ${took('approve')}`);
 
-        // The build is proved: the writer now also writes inside the range, then stops; the
-        // projector drains and the view must equal the transform map applied to the source.
-        const liveResult = await phase('live', () => live.finish({ inRangeSeconds: opts.inRangeSeconds }));
+        results.approval = approval;
+        if (stopsAfter('approve')) return;
+
+        // The build is proved: the writer now also writes inside the range — those changes reach
+        // the candidate by catch-up and are checked key by key before and after the seal.
+        live.writeInRange();
+        await sleep(opts.inRangeSeconds * 1000);
+        const stateNow = (await db.query<{ state: string }>('SELECT state FROM genfill.releases WHERE id = $1', [RELEASE])).rows[0]!.state;
+        let cut: CutoverResult | null = null;
+        if (stateNow === 'APPROVED') {
+          // A report that pins the old generation before the cutover reads it to its end after it.
+          const report = await openPinnedRead(db, { dataset: 'orders_enriched', holder: 'genfill-demo-report' });
+          const first = await report.page({ limit: 10_000 });
+          cut = await phase('cutover', () => cutoverRelease(db, RELEASE, {}));
+          say(`[9/9] cutover under the live writer ${took('cutover')}`);
+          say(describeCutover(cut).replace(/^/gm, '      '));
+          const pinned = { generation: report.generation, rows: first.rows.length, pages: 1, pagesAfterCutover: 0, generations: [first.generation] };
+          for (let cursor = first.nextCursor; cursor; ) {
+            const p = await report.page({ cursor, limit: 10_000 });
+            pinned.rows += p.rows.length;
+            pinned.pages += 1;
+            pinned.pagesAfterCutover += 1;
+            if (!pinned.generations.includes(p.generation)) pinned.generations.push(p.generation);
+            cursor = p.nextCursor;
+          }
+          await report.close();
+          results.pinnedReader = pinned;
+          say(
+            `      pinned reader: started on ${pinned.generation} before the cutover, read ${count(pinned.rows)} rows in ${pinned.pages} pages ` +
+              `(${pinned.pagesAfterCutover} after the switch), all of ${pinned.generations.join(', ')}`,
+          );
+          if (pinned.generations.length !== 1) throw new RefusedError(`the pinned reader saw generations ${pinned.generations.join(', ')}`);
+        } else {
+          say(`[9/9] cutover: ${RELEASE} is ${stateNow} already`);
+        }
+        results.cutover = cut;
+
+        // The writer keeps going a moment on the new generation, then stops; the projector
+        // drains and the view must equal the active generation's transform map of the source.
+        const liveResult = await phase('live', () => live.finish({ seconds: 1 }));
         results.live = liveResult;
         say(
           `      live: ${count(liveResult.writer.transactions)} writer transactions (${liveResult.writer.inserts} inserts, ${liveResult.writer.updates} updates, ` +
             `${liveResult.writer.moves} moved, ${liveResult.writer.deletes} deleted); projector ${count(liveResult.projector.events)} events in ` +
-            `${liveResult.projector.batches} batches, lag p95 ${liveResult.projector.lagP95Ms} ms; view vs transform map of the source: ` +
+            `${liveResult.projector.batches} batches, lag p95 ${liveResult.projector.lagP95Ms} ms; view (${liveResult.generation}) vs its transform map of the source: ` +
             `${liveResult.differences === 0 ? 'equal' : `${liveResult.differences} DIFFERENCES`} ${took('live')}`,
         );
         if (liveResult.differences !== 0) throw new RefusedError(`the view of orders_enriched differs from its transform map applied to public.orders in ${liveResult.differences} rows`);
 
         const total = secs(performance.now() - started);
         if (opts.json) {
-          return json(ctx.io, { ...results, approval, phases, totalSeconds: total });
+          return json(ctx.io, { ...results, phases, totalSeconds: total });
         }
         const phaseList = Object.entries(phases).map(([name, s]) => `${name} ${s}s`).join(', ');
         say(
@@ -267,7 +316,14 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
             `  receipts    ${receipts.receipts}/${receipts.partitions}, ${count(receipts.rowsOut)} rows, conserved sums ${receipts.conservedEqual ? 'equal' : 'DIFFER'}`,
             `  partitions  ${plan.partitions}, coverage ${results.coverageProved ? 'proved' : 'FAILED'}`,
             `  reconciled  ${reconciliation ? `#${reconciliation.id}: ${reconciliation.state}, ${reconciliation.findings.count} findings` : 'by an earlier run'}`,
-            `  approved    by ${approval.principal} (${approval.approvals}/${approval.required}); release ${approval.state}`,
+            `  approved    by ${approval.principal} (${approval.approvals}/${approval.required}) before the seal`,
+            cut
+              ? `  cutover     ${cut.from} → ${cut.to}: freeze window ${cut.freezeMs} ms (switch ${cut.casMs} ms); events caught up ${count((cut.rounds?.pre?.events ?? 0) + (cut.rounds?.final?.events ?? 0))} by rounds + ${count(cut.appliedAtSwitch?.events ?? 0)} at the switch; ` +
+                `${count((cut.tail?.pre?.keys ?? 0) + (cut.tail?.post?.keys ?? 0))} changed keys re-verified; release ACTIVE`
+              : `  cutover     by an earlier run; release ${stateNow}`,
+            ...(results.pinnedReader
+              ? [`  readers     a report pinned before the cutover read ${count((results.pinnedReader as { rows: number }).rows)} rows, all of ${(results.pinnedReader as { generation: string }).generation}; the view reads ${cut?.to ?? '?'} since the switch`]
+              : []),
             `  live        ${count(liveResult.writer.transactions)} writes followed by the projector (${count(liveResult.projector.events)} events, lag p95 ${liveResult.projector.lagP95Ms} ms); view = transform map of the source`,
             `  time        ${phaseList}; total ${total}s`,
           ].join('\n'),

@@ -1,13 +1,14 @@
 // The demo's live path: the order writer (writer.ts) and the projector, running in this process
 // from adopt to the end, and the check that closes it — once the writer stops and the projector
-// drains, the view equals the adopt transform (the active generation's transform map) applied
-// to the source, row for row.
+// drains, the view equals the active generation's transform map applied to the source, row for
+// row (the reconciler's drift check): before the cutover the adopt transform everywhere, after
+// it the release's fixed transform inside its range and the adopt transform outside.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '@genfill/observability';
 import { projectDataset, projectorStatus } from '@genfill/projector';
+import { driftCheck } from '@genfill/reconcile';
 import { createPool } from '@genfill/registry';
 import type { Context } from '../context.ts';
-import { DEMO_ADOPT_TRANSFORM } from './seed.ts';
 import { startOrderWriter, type WriterStats } from './writer.ts';
 
 const DATASET = 'orders_enriched';
@@ -17,10 +18,15 @@ export interface LiveResult {
   projector: { batches: number; events: number; applied: number; fenced: number; lagP95Ms: number; lagMaxMs: number };
   /** Rows where the view and the transform map of the source disagree (both directions). */
   differences: number;
+  /** The generation the view read at the end. */
+  generation: string;
 }
 
 export interface LivePath {
-  finish(o: { inRangeSeconds: number }): Promise<LiveResult>;
+  /** From now on the writer also writes inside the release's range. */
+  writeInRange(): void;
+  /** Keep writing `seconds` more, stop the writer, drain the projector, compare the view with the transform map. */
+  finish(o: { seconds: number }): Promise<LiveResult>;
   stop(): Promise<void>;
 }
 
@@ -72,9 +78,9 @@ export async function startLivePath(ctx: Context, o: { seededOrders: number; rat
   };
   return {
     stop,
-    finish: async ({ inRangeSeconds }) => {
-      writer.setInRange(true);
-      await sleep(inRangeSeconds * 1000);
+    writeInRange: () => writer.setInRange(true),
+    finish: async ({ seconds }) => {
+      await sleep(seconds * 1000);
       const w = await writer.stop();
       // Drain: wait until nothing is pending (the projector keeps running).
       for (let i = 0; i < 600; i++) {
@@ -84,15 +90,12 @@ export async function startLivePath(ctx: Context, o: { seededOrders: number; rat
       }
       sampling = false;
       await sampler;
-      const transform = DEMO_ADOPT_TRANSFORM.replace(/FROM source AS s/, 'FROM public.orders AS s');
-      const view = 'SELECT order_id, created_at, region, amount_cents, tax_cents FROM public.orders_enriched';
-      const { rows } = await pool.query<{ n: number }>(
-        `SELECT (SELECT count(*) FROM ((${transform}) EXCEPT ALL ${view}) a)::int + (SELECT count(*) FROM (${view} EXCEPT ALL (${transform})) b)::int AS n`,
-      );
+      const drift = await driftCheck(pool, DATASET);
       const result: LiveResult = {
         writer: w,
         projector: { ...totals, lagP95Ms: Math.round(percentile(lags, 0.95)), lagMaxMs: Math.round(Math.max(0, ...lags)) },
-        differences: rows[0]!.n,
+        differences: drift.missing + drift.extra + drift.pending,
+        generation: drift.generation,
       };
       await stop();
       return result;

@@ -276,6 +276,9 @@ describe('the switch under a live writer', () => {
     // A stale worker of the release: its commit writes nothing.
     const stale = await claimPartition(db, { release: 'live@1', partition: 'b-20250701T000000Z', worker: 'stale', leaseMs: 60_000 });
     expect(stale.kind).not.toBe('claimed');
+    const receipts = await one<{ n: number }>(`SELECT count(*)::int AS n FROM genfill.receipts WHERE release = 'live@1'`);
+    await expect(buildPartition(db, { release: 'live@1', partition: 'b-20250701T000000Z', attempt: 1 })).rejects.toThrow(/ACTIVE|not BUILDING|stale|fenced/i);
+    expect(await one(`SELECT count(*)::int AS n FROM genfill.receipts WHERE release = 'live@1'`)).toEqual(receipts);
 
     await new Promise((r) => setTimeout(r, 700));
     writing = false;

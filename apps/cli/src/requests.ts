@@ -11,7 +11,7 @@ const NOTE_EVERY_MS = 15_000;
 /** How long a person waits for a service before the CLI gives up (the request stays queued). */
 const WAIT_MS = 30 * 60_000;
 
-const SERVICE: Record<RequestKind, string> = { plan: 'planner', repair: 'planner', reconcile: 'reconciler', seal: 'projector', unseal: 'projector', catchup: 'projector', cutover: 'projector' };
+const SERVICE: Record<RequestKind, string> = { plan: 'planner', repair: 'planner', reconcile: 'reconciler', seal: 'projector', unseal: 'projector', catchup: 'projector', cutover: 'projector', rollback: 'projector' };
 
 export async function viaService<T>(
   ctx: Context,

@@ -26,6 +26,8 @@ export interface ReleaseDeps {
 const releaseId = releaseSchema.shape.release;
 const cutoverBody = z.object({ dryRun: z.boolean().optional(), maxFreezeMs: z.number().int().positive().max(600_000).optional() }).strict();
 
+const rollbackBody = z.object({ maxFreezeMs: z.number().int().positive().max(600_000).optional() }).strict();
+
 const actionBody = z.strictObject({ reason: z.string().trim().min(1).max(1000).optional() });
 
 function problems(error: z.ZodError, where: string): Problem[] {
@@ -142,6 +144,24 @@ export function releaseRoutes(deps: ReleaseDeps): Router {
     const r = done.result as { ok: boolean; checks: { name: string; ok: boolean; detail: string }[] };
     log.info({ release: id, subject: who.principal, request, dryRun: args.dryRun, ok: r.ok }, 'cutover via the API');
     res.status(r.ok ? 200 : 409).json({ request, principal: who.principal, ...(done.result as object) });
+  });
+
+  // The rollback, a request the projector service runs ({"maxFreezeMs": n} bounds the freeze).
+  router.post('/releases/:id/rollback', operate, json, async (req, res) => {
+    const id = idOf(req);
+    const parsed = rollbackBody.safeParse(req.body ?? {});
+    if (!parsed.success) throw new InvalidInputError(problems(parsed.error, 'body'));
+    const who = actor(res);
+    const args = parsed.data.maxFreezeMs ? { maxFreezeMs: parsed.data.maxFreezeMs } : {};
+    const request = await asPrincipal(db, who.principal, (conn) => submitRequest(conn, { kind: 'rollback', release: id, args }));
+    const done = await awaitRequest(db, request, REQUEST_WAIT_MS);
+    if (!done) {
+      res.status(202).json({ request, state: 'PENDING', message: `request #${request} is queued: no projector service has run it within ${REQUEST_WAIT_MS / 1000} s` });
+      return;
+    }
+    if (done.state === 'FAILED') throw new RequestFailedError(done.error?.message ?? 'rollback failed', done.error?.exitCode ?? 1, request);
+    log.info({ release: id, subject: who.principal, request }, 'rollback via the API');
+    res.json({ request, principal: who.principal, ...(done.result as object) });
   });
 
   router.post('/releases/:id/approve', requirePermission('approve'), json, async (req, res) => {

@@ -21,13 +21,13 @@
 // step is idempotent; a committed flip is complete by construction) or, past the freeze
 // bound, undoes it — recorded in the row either way.
 import { hostname } from 'node:os';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ReconciliationRequiredError, RefusedError } from '@genfill/contracts';
 import { verifyTail, type TailCheck } from '@genfill/reconcile';
 import { casTransition, RELEASE_ACTIONS, rootAgg, rowHashExpr, withTransaction, type Db } from '@genfill/registry';
 import { catchupRound, type CatchupRound } from './catchup.ts';
 import { loadDataset } from './dataset.ts';
 import { sealRelease } from './seal.ts';
+import { LeaseLost, SwitchLease, type SwitchStepTime } from './switch-lease.ts';
 import { applyStatement, countsOf, CREATE_EVENTS_TABLE, stageStatement, type ApplyCounts, type ApplyRow } from './statement.ts';
 
 export const CUTOVER_DEFAULTS = { maxFreezeMs: 30_000, leaseMs: 10_000 } as const;
@@ -55,11 +55,7 @@ export interface CutoverOptions {
   onStep?: (step: CutoverStep) => void | Promise<void>;
 }
 
-export interface CutoverStepTime {
-  step: CutoverStep;
-  ms: number;
-  holder: string;
-}
+export type CutoverStepTime = SwitchStepTime<CutoverStep>;
 
 export interface CutoverResult {
   release: string;
@@ -192,68 +188,6 @@ function precondition(checks: CutoverCheck[]): RefusedError {
   return new RefusedError(`cutover refused: ${failed(checks).map((c) => `precondition ${c.name}: ${c.detail}`).join('; ')}`);
 }
 
-interface Held {
-  id: string;
-  release: string;
-  dataset: string;
-  holder: string;
-  step: string;
-  maxFreezeMs: number;
-  recovered: boolean;
-  barrier: string | null;
-}
-
-/** Take the cutover lease of the release's dataset: a new row, or an expired one of this release (a recovery). */
-async function acquire(
-  db: Db,
-  r: Rel,
-  o: Required<Pick<CutoverOptions, 'maxFreezeMs' | 'holder' | 'leaseMs'>> & { request: string | null },
-  waitedMs = 0,
-): Promise<Held | null> {
-  const { rows: taken } = await db.query<{ id: string; step: string; max_freeze_ms: number; barrier: string | null }>(
-    `UPDATE genfill.cutovers c SET holder = $2, lease_expires_at = clock_timestamp() + $3 * interval '1 millisecond',
-            recovered_by = c.recovered_by || $2
-      WHERE c.release = $1 AND c.state = 'RUNNING' AND (c.lease_expires_at < clock_timestamp() OR c.holder = $2)
-     RETURNING c.id::text, c.step, c.max_freeze_ms, c.barrier::text`,
-    [r.id, o.holder, o.leaseMs],
-  );
-  if (taken[0]) {
-    return { id: taken[0].id, release: r.id, dataset: r.dataset, holder: o.holder, step: taken[0].step, maxFreezeMs: taken[0].max_freeze_ms, recovered: true, barrier: taken[0].barrier };
-  }
-  const { rows: running } = await db.query<{ id: string; release: string; holder: string; left_ms: number }>(
-    `SELECT id::text, release, holder, round(extract(epoch FROM lease_expires_at - clock_timestamp()) * 1000)::int AS left_ms
-       FROM genfill.cutovers WHERE dataset = $1 AND state = 'RUNNING'`,
-    [r.dataset],
-  );
-  if (running[0] && running[0].release === r.id && waitedMs < o.leaseMs * 2) {
-    // The same release's cutover under a lease that has not run out yet: its holder died (a
-    // request taken again) or is finishing — wait for the lease, then finish or undo it.
-    const pause = Math.min(Math.max(50, running[0].left_ms + 50), 1000);
-    await sleep(pause);
-    return acquire(db, r, o, waitedMs + pause);
-  }
-  if (running[0]) {
-    throw new RefusedError(
-      `cutover #${running[0].id} of ${running[0].release} is running on ${running[0].holder} (its lease has ${Math.max(0, running[0].left_ms)} ms left): one cutover per dataset at a time`,
-    );
-  }
-  return null;
-}
-
-async function start(db: Db, r: Rel, o: Required<Pick<CutoverOptions, 'maxFreezeMs' | 'holder' | 'leaseMs'>> & { request: string | null }): Promise<Held> {
-  try {
-    const { rows } = await db.query<{ id: string }>(
-      `INSERT INTO genfill.cutovers (release, dataset, from_generation, to_generation, request, holder, lease_expires_at, max_freeze_ms)
-       VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp() + $7 * interval '1 millisecond', $8) RETURNING id::text`,
-      [r.id, r.dataset, r.expected_active, r.generation, o.request, o.holder, o.leaseMs, o.maxFreezeMs],
-    );
-    return { id: rows[0]!.id, release: r.id, dataset: r.dataset, holder: o.holder, step: 'checking', maxFreezeMs: o.maxFreezeMs, recovered: false, barrier: null };
-  } catch (err) {
-    if ((err as { code?: string }).code === '23505') throw new RefusedError(`another cutover of dataset ${r.dataset} started meanwhile: one at a time`);
-    throw err;
-  }
-}
-
 const since = (t: number) => Math.round((performance.now() - t) * 10) / 10;
 
 /** The root of the latest events per key in (from, to], recomputed from the log (the round's is checked against it). */
@@ -289,14 +223,15 @@ export async function cutoverRelease(db: Db, release: string, opts: CutoverOptio
     const checks = await cutoverChecks(db, release);
     return { release, dataset: r.dataset, dryRun: true, ok: failed(checks).length === 0, checks, steps: [], recovered: false };
   }
-  let held = await acquire(db, r, o);
-  let checks: CutoverCheck[] = [];
+  const lease = { kind: 'cutover' as const, release, dataset: r.dataset, from: r.expected_active ?? '', to: r.generation, ...o };
+  let held = await SwitchLease.recover<CutoverStep>(db, lease, opts.onStep);
   if (!held && opts.recoverOnly) throw new RefusedError(`no cutover of ${release} to recover`);
+  let checks: CutoverCheck[] = [];
   if (!held) {
     if (r.state === 'ACTIVE') throw new RefusedError(`release ${release} is already ACTIVE: nothing to cut over`);
     checks = await cutoverChecks(db, release);
     if (failed(checks).length > 0) throw precondition(checks);
-    held = await start(db, r, o);
+    held = await SwitchLease.start<CutoverStep>(db, lease, opts.onStep);
   }
   const h = held;
   const result: CutoverResult = {
@@ -308,49 +243,13 @@ export async function cutoverRelease(db: Db, release: string, opts: CutoverOptio
     cutover: h.id,
     from: r.expected_active ?? undefined,
     to: r.generation,
-    steps: [],
+    steps: h.steps,
     recovered: h.recovered,
     rounds: {},
     tail: {},
   };
-
-  // The lease, renewed while this runs (paused around the switch: its transaction must not
-  // find the row changed under its snapshot).
-  let lost = false;
-  let renewing: Promise<unknown> = Promise.resolve();
-  let paused = false;
-  const timer = setInterval(() => {
-    if (paused) return;
-    renewing = db
-      .query(`UPDATE genfill.cutovers SET lease_expires_at = clock_timestamp() + $3 * interval '1 millisecond' WHERE id = $1 AND holder = $2 AND state = 'RUNNING'`, [h.id, h.holder, o.leaseMs])
-      .then((x) => {
-        if (x.rowCount !== 1) lost = true;
-      })
-      .catch(() => undefined);
-  }, Math.max(200, Math.floor(o.leaseMs / 3)));
-
-  let stepAt = performance.now();
-  const record = async (step: CutoverStep, fields: Record<string, unknown> = {}) => {
-    const ms = since(stepAt);
-    stepAt = performance.now();
-    result.steps.push({ step, ms, holder: h.holder });
-    const sets = Object.keys(fields).map((k, i) => `${k} = $${i + 5}`);
-    const res = await db.query(
-      `UPDATE genfill.cutovers SET step = $3, steps = steps || $4::jsonb${sets.map((s) => `, ${s}`).join('')}
-        WHERE id = $1 AND holder = $2 AND state = 'RUNNING'`,
-      [h.id, h.holder, step, JSON.stringify([{ step, ms, holder: h.holder, at: new Date().toISOString() }]), ...Object.values(fields)],
-    );
-    if (res.rowCount !== 1 || lost) throw new LeaseLost(`cutover #${h.id} of ${release}: the cutover lease was lost (taken over by another holder); this holder stops`);
-    await opts.onStep?.(step);
-  };
-  const finish = async (state: 'DONE' | 'ABORTED', outcome: unknown, fields: Record<string, unknown> = {}) => {
-    const sets = Object.keys(fields).map((k, i) => `${k} = $${i + 5}`);
-    await db.query(
-      `UPDATE genfill.cutovers SET state = $3, outcome = $4::jsonb, finished_at = clock_timestamp()${sets.map((s) => `, ${s}`).join('')}
-        WHERE id = $1 AND holder = $2 AND state = 'RUNNING'`,
-      [h.id, h.holder, state, JSON.stringify(outcome), ...Object.values(fields)],
-    );
-  };
+  const record = (step: CutoverStep, fields?: Record<string, unknown>) => h.record(step, fields);
+  const finish = (state: 'DONE' | 'ABORTED', outcome: unknown, fields?: Record<string, unknown>) => h.finish(state, outcome, fields);
   /** Undo the seal (if this release holds it): ingress reopens on the old generation under a new epoch, APPROVED again. */
   const undo = async (reason: string, mismatch?: { keys: unknown[]; count: number }) => {
     const now = await loadRelease(db, release);
@@ -486,8 +385,7 @@ export async function cutoverRelease(db: Db, release: string, opts: CutoverOptio
     const remaining = deadline();
 
     // 5. The switch, with (B, S_cut] applied to the new generation in the same transaction.
-    paused = true;
-    await renewing;
+    await h.pause();
     const casStarted = performance.now();
     let sw!: { dataset: string; from_generation: string; to_generation: string; closed_epoch: string; opened_epoch: string; superseded: string | null };
     let sCut = '';
@@ -543,7 +441,7 @@ export async function cutoverRelease(db: Db, release: string, opts: CutoverOptio
     }
     const casMs = since(casStarted);
     const freezeMs = Math.round((performance.now() - sealedAt) * 10) / 10;
-    paused = false;
+    h.resume();
     Object.assign(result, {
       ok: true,
       sCut,
@@ -571,8 +469,7 @@ export async function cutoverRelease(db: Db, release: string, opts: CutoverOptio
     if (!known) throw err;
     throw new RefusedError(`cutover refused: ${reason}; ingress reopened on ${r.expected_active} under epoch ${epoch ?? '?'}, ${release} is APPROVED again`);
   } finally {
-    clearInterval(timer);
-    await renewing;
+    await h.close();
   }
 }
 
@@ -583,5 +480,3 @@ class FreezeExceeded extends Error {
 }
 
 class SwitchRefused extends Error {}
-
-class LeaseLost extends RefusedError {}

@@ -7,3 +7,4 @@ export { type SealOptions, sealRelease, type SealResult, unsealRelease, type Uns
 export { PROJECTOR_DEFAULTS, projectDataset, type ProjectorOptions, projectorRequestHandlers, runProjectorService, type ProjectorServiceOptions } from './service.ts';
 export { applyStatement, type ApplyCounts } from './statement.ts';
 export { CUTOVER_DEFAULTS, type CutoverCheck, cutoverChecks, type CutoverOptions, cutoverRelease, type CutoverResult, type CutoverStep } from './cutover.ts';
+export { ROLLBACK_DEFAULTS, type RollbackOptions, rollbackRelease, type RollbackResult, type RollbackStep } from './rollback.ts';

@@ -17,7 +17,8 @@ import { projectorStatus } from './lag.ts';
 import { projectorMetrics, type ProjectorMetrics } from './metrics.ts';
 import { catchupCandidates, catchupRound } from './catchup.ts';
 import { sealRelease, unsealRelease } from './seal.ts';
-import { cutoverRelease, type CutoverStep } from './cutover.ts';
+import { cutoverRelease } from './cutover.ts';
+import { rollbackRelease } from './rollback.ts';
 
 export const PROJECTOR_DEFAULTS = {
   pollMs: 100,
@@ -53,7 +54,7 @@ function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
  * SIGKILLs this process once a cutover has recorded that step (sealed, switched, …), so a
  * test can prove the next holder finishes or undoes it. Unset in every real deployment.
  */
-function crashHook(): ((step: CutoverStep) => void) | undefined {
+function crashHook(): ((step: string) => void) | undefined {
   const at = process.env.GENFILL_CUTOVER_CRASH_AFTER;
   if (!at) return undefined;
   return (step) => {
@@ -64,6 +65,17 @@ function crashHook(): ((step: CutoverStep) => void) | undefined {
 /** The seal, unseal, catch-up and cutover requests this service executes for a person. */
 export function projectorRequestHandlers(o: { holder?: string; leaseMs?: number } = {}): RequestHandlers {
   return {
+    rollback: async (db, req) => {
+      const a = req.args as { maxFreezeMs?: number };
+      const r = await rollbackRelease(db, req.release, {
+        ...(a.maxFreezeMs ? { maxFreezeMs: Number(a.maxFreezeMs) } : {}),
+        request: req.id,
+        ...(o.holder ? { holder: `${o.holder}:request-${req.id}` } : {}),
+        ...(o.leaseMs ? { leaseMs: o.leaseMs } : {}),
+        onStep: crashHook(),
+      });
+      return { result: r };
+    },
     cutover: async (db, req) => {
       const a = req.args as { dryRun?: boolean; maxFreezeMs?: number };
       const r = await cutoverRelease(db, req.release, {
@@ -218,17 +230,18 @@ export interface ProjectorServiceOptions extends Omit<ProjectorOptions, 'db' | '
  * request is recovered by whoever takes the request again.
  */
 export async function recoverCutovers(db: Db, o: { holder: string; leaseMs: number; log: Logger }): Promise<number> {
-  const { rows } = await db.query<{ release: string; id: string }>(
-    `SELECT c.release, c.id::text FROM genfill.cutovers c LEFT JOIN genfill.requests q ON q.id = c.request
+  const { rows } = await db.query<{ release: string; id: string; kind: string }>(
+    `SELECT c.release, c.id::text, c.kind FROM genfill.cutovers c LEFT JOIN genfill.requests q ON q.id = c.request
       WHERE c.state = 'RUNNING' AND c.lease_expires_at < clock_timestamp() AND (q.id IS NULL OR q.state IN ('DONE', 'FAILED'))
       ORDER BY c.id`,
   );
   for (const c of rows) {
     try {
-      const r = await cutoverRelease(db, c.release, { holder: `${o.holder}:recovery`, leaseMs: o.leaseMs, recoverOnly: true, onStep: crashHook() });
-      o.log.warn({ release: c.release, cutover: c.id, freezeMs: r.freezeMs }, 'recovered a cutover whose holder died: finished');
+      const how = { holder: `${o.holder}:recovery`, leaseMs: o.leaseMs, recoverOnly: true, onStep: crashHook() };
+      const r = c.kind === 'rollback' ? await rollbackRelease(db, c.release, how) : await cutoverRelease(db, c.release, how);
+      o.log.warn({ release: c.release, kind: c.kind, record: c.id, freezeMs: r.freezeMs }, `recovered a ${c.kind} whose holder died: finished`);
     } catch (err) {
-      o.log.warn({ err, release: c.release, cutover: c.id }, 'recovered a cutover whose holder died: undone or refused');
+      o.log.warn({ err, release: c.release, kind: c.kind, record: c.id }, `recovered a ${c.kind} whose holder died: undone or refused`);
     }
   }
   return rows.length;

@@ -8,7 +8,7 @@ import { GenfillError, InvalidInputError, type ExitCode, type Problem } from '@g
 import { poolAs, type Conn, type Db } from './db.ts';
 import { verbError } from './verbs.ts';
 
-export type RequestKind = 'plan' | 'reconcile' | 'repair' | 'seal' | 'unseal' | 'catchup' | 'cutover';
+export type RequestKind = 'plan' | 'reconcile' | 'repair' | 'seal' | 'unseal' | 'catchup' | 'cutover' | 'rollback';
 export type RequestState = 'PENDING' | 'RUNNING' | 'DONE' | 'FAILED';
 
 export interface RequestRow {

@@ -8,6 +8,8 @@ import {
   catchupRound,
   cutoverRelease,
   type CutoverResult,
+  rollbackRelease,
+  type RollbackResult,
   sealRelease,
   unsealRelease,
   type CatchupRound,
@@ -60,6 +62,18 @@ export function describeCutover(r: CutoverResult): string {
     `  tail re-verified: ${(r.tail?.pre?.keys ?? 0) + (r.tail?.post?.keys ?? 0)} keys changed since the approved reconciliation, 0 mismatches`,
     `  ${r.superseded ? `${r.superseded} is SUPERSEDED; ` : ''}${r.from} is RETAINED for rollback (\`genfill rollback ${r.release}\`)`,
     `  steps: ${r.steps.map((s) => `${s.step} ${s.ms} ms`).join(', ')}`,
+  ].join('\n');
+}
+
+export function describeRollback(r: RollbackResult): string {
+  if (r.recovered && r.freezeMs === undefined) return `rollback #${r.rollback} of ${r.release}: recovered — the switch back had committed before its holder died; ${r.to} is active`;
+  const a = r.appliedAtSwitch;
+  return [
+    `rolled back ${r.dataset}: ${r.from} → ${r.to} for ${r.release} (rollback #${r.rollback}${r.recovered ? ', finished after its holder died' : ''}); ${r.release} is ROLLED_BACK`,
+    `  freeze window ${r.freezeMs} ms (seal to the switch's commit); switch transaction ${r.casMs} ms; ${r.totalMs ? `${r.totalMs} ms in all` : ''}`,
+    `  replayed into ${r.to} before the seal: ${r.replay.events} events in ${r.replay.rounds} rounds (${r.replay.upserted} written, ${r.replay.tombstones} tombstones, ${r.replay.noops} no-ops, ${r.replay.ms} ms)`,
+    `  at the switch: ${a ? `${a.events} events (${a.upserted} written, ${a.flagged + a.remembered} tombstones)` : '—'}; epoch ${r.closedEpoch} sealed at ${r.barrier}, epoch ${r.openedEpoch} open on ${r.to} from ${r.sRollback}`,
+    `  ${r.reactivated ? `${r.reactivated} is ACTIVE again; ` : ''}${r.from} is RETAINED (readers pinned to it keep reading); roll forward again with a new release expecting ${r.to}`,
   ].join('\n');
 }
 
@@ -136,6 +150,25 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         if (opts.json) json(ctx.io, r);
         else ctx.io.out(describeCutover(r));
         if (!r.ok) throw new RefusedError(`cutover of ${release}: ${r.checks.filter((c) => !c.ok).map((c) => `precondition ${c.name}: ${c.detail}`).join('; ')}`);
+      }),
+    );
+
+  program
+    .command('rollback <release>')
+    .description(
+      'switch every reader back to the generation the release replaced, losing no write (invariant 13): unsealed replay rounds ' +
+        'bring it up to date through its own transform map, then a seal, and one transaction that applies the tail and flips the ' +
+        'pointer back. Refused (exit 3) once that generation is retired, or while another release expects this one\'s generation; ' +
+        'a request the projector service runs. Roll forward again with a new release',
+    )
+    .option('--max-freeze <duration>', 'reopen ingress and give up when the freeze (seal to switch) would pass this: 30s, 500ms, 2m', duration, 30_000)
+    .option('--json', 'print the rollback record as JSON')
+    .action((release: string, opts: { maxFreeze: number; json?: boolean }) =>
+      run(async (ctx) => {
+        const args = { maxFreezeMs: opts.maxFreeze };
+        const r = await viaService<RollbackResult>(ctx, { kind: 'rollback', release, args }, (db) => rollbackRelease(db, release, args));
+        if (opts.json) json(ctx.io, r);
+        else ctx.io.out(describeRollback(r));
       }),
     );
 

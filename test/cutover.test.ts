@@ -240,6 +240,8 @@ describe('the switch under a live writer', () => {
     projector = projectDataset(DS, { db, log, id: 'cutover-live', leaseMs: 60_000, pollMs: 20, signal: stop.signal });
 
     const res = await runCli(['cutover', 'live@1', '--json'], env);
+    release();
+    const z = await zombie;
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
     const r = JSON.parse(res.stdout);
@@ -261,6 +263,13 @@ describe('the switch under a live writer', () => {
       `SELECT state, step, freeze_ms::text, barrier::text, s_cut::text FROM genfill.cutovers WHERE release = 'live@1'`,
     );
     expect(rec).toMatchObject({ state: 'DONE', step: 'switched', barrier: r.barrier, s_cut: r.sCut });
+    const st = await runCli(['status', 'live@1'], env);
+    expect(st.stdout).toMatch(new RegExp(`cutover +#${r.cutover} g2 → g5: DONE, freeze ${r.freezeMs} ms \\(switch ${r.casMs} ms\\)`));
+    const aborted = JSON.parse((await runCli(['status', 'pre@1', '--json'], env)).stdout).switches;
+    // The four refusals inside the switch, then the mismatch found before the seal.
+    expect(aborted.map((x: { state: string }) => x.state)).toEqual(['ABORTED', 'ABORTED', 'ABORTED', 'ABORTED', 'ABORTED']);
+    expect(aborted.slice(0, 4).every((x: { reason: string }) => /^precondition/.test(x.reason))).toBe(true);
+    expect(aborted[4].reason).toMatch(/1 keys changed since the approved reconciliation do not match/);
     const epochs = (await db.query(`SELECT epoch::int, generation, opened_for, release, barrier::text, closed_at IS NOT NULL AS closed FROM genfill.epochs WHERE dataset = $1 ORDER BY epoch DESC LIMIT 2`, [DS])).rows;
     expect(epochs).toEqual([
       { epoch: r.openedEpoch, generation: 'g5', opened_for: 'cutover of live@1', release: null, barrier: null, closed: false },
@@ -269,8 +278,6 @@ describe('the switch under a live writer', () => {
     expect(r.openedEpoch).toBe(r.closedEpoch + 1);
 
     // The old-epoch batch commits after the switch: it writes nothing.
-    release();
-    const z = await zombie;
     expect(z.kind).toBe('fenced');
     expect(z.kind === 'fenced' && z.reason).toMatch(/changed under the batch's snapshot|epoch is no longer open/);
     // A stale worker of the release: its commit writes nothing.

@@ -80,6 +80,33 @@ export async function oldestPreparedTransaction(conn: Pick<Db, 'query'>) {
 }
 export type PreparedTransactions = NonNullable<Awaited<ReturnType<typeof oldestPreparedTransaction>>>;
 
+async function switchesOf(conn: Conn, id: string) {
+  const { rows } = await conn.query<{
+    id: string; kind: string; state: string; step: string; from: string; to: string; holder: string; recovered_by: string[];
+    freeze_ms: string | null; cas_ms: string | null; started_at: Date; finished_at: Date | null; reason: string | null;
+  }>(
+    `SELECT id::text, kind, state, step, from_generation AS from, to_generation AS to, holder, recovered_by, freeze_ms::text, cas_ms::text,
+            started_at, finished_at, outcome->>'reason' AS reason
+       FROM genfill.cutovers WHERE release = $1 ORDER BY id`,
+    [id],
+  );
+  return rows.map((r) => ({
+    id: r.id,
+    kind: r.kind,
+    state: r.state,
+    step: r.step,
+    from: r.from,
+    to: r.to,
+    holder: r.holder,
+    recoveredBy: r.recovered_by,
+    freezeMs: r.freeze_ms === null ? null : Number(r.freeze_ms),
+    casMs: r.cas_ms === null ? null : Number(r.cas_ms),
+    startedAt: iso(r.started_at),
+    finishedAt: r.finished_at ? iso(r.finished_at) : null,
+    reason: r.reason,
+  }));
+}
+
 async function liveOf(conn: Conn, id: string, expectedActive: string | null, hasCarry: boolean) {
   const { rows } = await conn.query<{ cf: string | null; floor: string | null; round: Record<string, unknown> | null }>(
     `SELECT (SELECT snapshot::text FROM genfill.catchup_frontiers WHERE release = $1) AS cf,
@@ -135,6 +162,8 @@ export async function releaseStatus(db: Db, id: string) {
         // The live path of the candidate: its catch-up frontier and latest round, and whether it
         // can ever be cut over (a release planned before carry partitions existed cannot).
         live: await liveOf(conn, id, r.expected_active, manifest !== null && parts.some((p) => p.kind === 'carry')),
+        // Its cutovers and rollbacks (genfill.cutovers): each attempt, how it ended, the freeze.
+        switches: await switchesOf(conn, id),
         dependencies: await dependencyPins(conn, id),
         throttle: await latestThrottleDecision(conn, id),
         preparedTransactions: await oldestPreparedTransaction(conn),

@@ -71,6 +71,13 @@ export function describeStatus(s: ReleaseStatus): string {
   } else {
     lines.push('partitions  not planned yet: genfill plan ' + s.release);
   }
+  for (const w of s.switches) {
+    lines.push(
+      `${w.kind.padEnd(11)} #${w.id} ${w.from} → ${w.to}: ${w.state}${w.state === 'RUNNING' ? ` at ${w.step} on ${w.holder}` : ''}` +
+        `${w.freezeMs !== null ? `, freeze ${w.freezeMs} ms (switch ${w.casMs} ms)` : ''}${w.recoveredBy.length ? `, finished by ${w.recoveredBy.join(', ')}` : ''}` +
+        `${w.reason ? ` — ${w.reason}` : ''}`,
+    );
+  }
   lines.push('history');
   for (const h of s.history) {
     lines.push(`  ${h.at}  ${h.action.padEnd(8)} ${h.from ?? ''}${h.from || h.to ? ' → ' : ''}${h.to ?? ''}  by ${h.principal}${h.reason ? ` (${h.reason})` : ''}`);

@@ -137,19 +137,17 @@ export async function cutoverChecks(db: Db, release: string, o: { recovering?: b
     [release],
   );
   add('manifest', m[0]!.total > 0 && m[0]!.bad.length === 0, m[0]!.bad.length === 0 ? `${m[0]!.total} partitions, each with a current receipt` : `partitions without a built, current receipt: ${m[0]!.bad.join(', ')}`);
-  const { rows: a } = await db.query<{ latest: string | null; state: string | null; approvals: number; required: number; approved_on: string | null; cf: string | null }>(
-    `SELECT c.id::text AS latest, c.state, r.approvals_required AS required, c.summary->'live'->>'catchupFrontier' AS cf,
-            (SELECT count(DISTINCT x.principal)::int FROM genfill.approvals x WHERE x.release = r.id AND x.reconciliation_id = c.id AND x.principal <> r.submitted_by) AS approvals,
-            (SELECT max(x.reconciliation_id)::text FROM genfill.approvals x WHERE x.release = r.id) AS approved_on
-       FROM genfill.releases r
-       LEFT JOIN LATERAL (SELECT * FROM genfill.reconciliations c WHERE c.release = r.id ORDER BY c.id DESC LIMIT 1) c ON true
-      WHERE r.id = $1`,
+  const { rows: a } = await db.query<{ latest: string | null; state: string | null; approvals: number; required: number; approved_on: string | null; voided: string | null; chain: string[]; cf: string | null }>(
+    `SELECT x.latest::text, x.latest_state AS state, x.approvals, x.required, x.approved_on::text, x.voided_by::text AS voided, x.chain::text[] AS chain,
+            (SELECT c.summary->'live'->>'catchupFrontier' FROM genfill.reconciliations c WHERE c.id = x.latest) AS cf
+       FROM genfill.approval_chain($1) x`,
     [release],
   );
   const ap = a[0]!;
+  const along = ap.chain.length > 1 ? ` (along the chain #${ap.chain.join(' ← #')})` : '';
   if (!ap.latest) add('approvals', false, 'no reconciliation: reconcile and approve first');
-  else if (ap.state !== 'RECONCILED') add('approvals', false, `the approvals are bound to reconciliation #${ap.approved_on ?? '?'}, voided by reconciliation #${ap.latest} (${ap.state})`);
-  else add('approvals', ap.approvals >= ap.required, `${ap.approvals} of ${ap.required} approvals on reconciliation #${ap.latest}`);
+  else if (ap.voided) add('approvals', false, `the approvals are bound to reconciliation #${ap.approved_on ?? '?'}, voided by reconciliation #${ap.latest} (${ap.state})`);
+  else add('approvals', ap.approvals >= ap.required, `${ap.approvals} of ${ap.required} approvals on reconciliation #${ap.latest}${along}`);
   add(
     'reconciliation-live',
     ap.cf !== null,

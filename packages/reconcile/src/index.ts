@@ -11,3 +11,4 @@ export {
 } from './service.ts';
 export { partitionsOfReconciliation, type ReconciliationPartitions, storedFindings } from './stored.ts';
 export { type TailCheck, type TailMismatch, verifyTail } from './tail.ts';
+export { type IncrementalResult, reconcileIncremental } from './incremental.ts';

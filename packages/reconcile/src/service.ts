@@ -14,6 +14,7 @@
 import { RefusedError, type Config } from '@genfill/contracts';
 import type { Logger, Registry } from '@genfill/observability';
 import { assertSchemaCurrent, createPool, serveRequests, waitServingRequests, type Db, type RequestHandlers } from '@genfill/registry';
+import { reconcileIncremental } from './incremental.ts';
 import { reconcile, type ReconcileOptions, type ReconcileResult } from './reconcile.ts';
 
 /** Options of every reconciliation the service runs (no findingsOut: one file for every release makes no sense). */
@@ -55,7 +56,11 @@ export async function reconcilingRound(db: Db, log: Logger, opts: { reconcile?: 
  */
 export function reconcilerRequestHandlers(options: ServiceReconcileOptions = {}): RequestHandlers {
   const { findingsDir: _none, ...rest } = options;
-  return { reconcile: async (db, req) => ({ result: await reconcile(db, req.release, rest) }) };
+  return {
+    reconcile: async (db, req) => ({
+      result: (req.args as { incremental?: boolean }).incremental ? await reconcileIncremental(db, req.release) : await reconcile(db, req.release, rest),
+    }),
+  };
 }
 
 export interface ReconcilerRunOptions {

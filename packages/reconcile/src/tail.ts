@@ -22,6 +22,8 @@ export interface TailCheck {
   since: string;
   /** The catch-up frontier the candidate was checked at. */
   to: string;
+  /** The snapshot the check read (the candidate, the log and CF in one). */
+  snapshot: string;
   keys: number;
   quarantined: number;
   mismatches: TailMismatch[];
@@ -66,6 +68,7 @@ export async function verifyTail(db: Db, release: string, since: string, o: { li
       );
       const r = rel[0];
       if (!r) throw new Error(`release ${release} does not exist`);
+      const { rows: snap } = await conn.query<{ s: string }>('SELECT pg_current_snapshot()::text AS s');
       if (!r.log) throw new Error(`the source ${r.source} of ${r.dataset} is not captured: there is no log to check the tail against`);
       if (!r.cf) throw new Error(`release ${release} has no catch-up frontier: no round has run`);
       const to = r.cf;
@@ -128,6 +131,7 @@ export async function verifyTail(db: Db, release: string, since: string, o: { li
         release,
         since,
         to,
+        snapshot: snap[0]!.s,
         keys: cnt[0]!.n,
         quarantined: q.length,
         mismatches: rows.map(({ key, kind }) => ({ key, kind })),

@@ -11,6 +11,8 @@
 -- (the steps are idempotent; a flip that committed is complete by construction) or, past the
 -- freeze bound, undoes it (unseal: ingress reopens on the old generation under a new epoch).
 
+-- Approvals along a chain of reconciliations (below) are what the switch compares.
+--
 -- The previously active generation is kept for rollback (state RETAINED) until retention
 -- retires it; the release that built it steps aside as SUPERSEDED (its generation no longer
 -- serves readers), comes back to ACTIVE if the release that superseded it is rolled back, and
@@ -65,6 +67,118 @@ CREATE UNIQUE INDEX cutovers_one_running ON genfill.cutovers (dataset) WHERE sta
 CREATE INDEX cutovers_release_idx ON genfill.cutovers (release, id);
 CREATE TRIGGER cutovers_principal BEFORE INSERT ON genfill.cutovers
   FOR EACH ROW EXECUTE FUNCTION genfill.fill_principal();
+
+-- ---------------------------------------------------------------------------------------
+-- Incremental reconciliations (issue 16, invariant 10) and approvals along their chain.
+-- An incremental reconciliation (packages/reconcile/src/incremental.ts) re-checks only the keys
+-- changed since its parent — the latest reconciliation, which passed — against the transform of
+-- their latest logged image, and records the parent. Approvals stay valid along a chain of
+-- passing reconciliations: the approvals that count are those bound to the latest
+-- reconciliation or to any ancestor reached through passing incremental links; a failing
+-- reconciliation (full or incremental) is the latest and voids them all; a new full
+-- reconciliation starts a new chain (it re-proves everything: it is reviewed again).
+ALTER TABLE genfill.reconciliations ADD COLUMN kind text NOT NULL DEFAULT 'full' CHECK (kind IN ('full', 'incremental'));
+ALTER TABLE genfill.reconciliations ADD COLUMN parent bigint REFERENCES genfill.reconciliations (id);
+ALTER TABLE genfill.reconciliations ADD CONSTRAINT reconciliations_parent_kind CHECK ((kind = 'incremental') = (parent IS NOT NULL));
+
+CREATE FUNCTION genfill.approval_chain(p_release text)
+RETURNS TABLE (latest bigint, latest_state text, chain bigint[], approvals integer, required integer, voided_by bigint, approved_on bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  rel record;
+  cur record;
+  v_chain bigint[] := '{}';
+  v_n integer := 0;
+BEGIN
+  SELECT r.submitted_by, r.approvals_required INTO rel FROM genfill.releases r WHERE r.id = p_release;
+  SELECT c.id, c.state, c.kind, c.parent INTO cur FROM genfill.reconciliations c WHERE c.release = p_release ORDER BY c.id DESC LIMIT 1;
+  IF cur.id IS NULL THEN
+    RETURN QUERY SELECT NULL::bigint, NULL::text, '{}'::bigint[], 0, rel.approvals_required, NULL::bigint, NULL::bigint;
+    RETURN;
+  END IF;
+  IF cur.state <> 'RECONCILED' THEN
+    RETURN QUERY SELECT cur.id, cur.state, ARRAY[cur.id], 0, rel.approvals_required, cur.id,
+      (SELECT max(a.reconciliation_id) FROM genfill.approvals a WHERE a.release = p_release);
+    RETURN;
+  END IF;
+  latest := cur.id;
+  latest_state := cur.state;
+  LOOP
+    v_chain := v_chain || cur.id;
+    EXIT WHEN cur.kind <> 'incremental';
+    SELECT c.id, c.state, c.kind, c.parent INTO cur FROM genfill.reconciliations c WHERE c.id = cur.parent;
+    EXIT WHEN cur.id IS NULL OR cur.state <> 'RECONCILED';
+  END LOOP;
+  SELECT count(DISTINCT a.principal)::integer INTO v_n FROM genfill.approvals a
+   WHERE a.release = p_release AND a.reconciliation_id = ANY (v_chain) AND a.principal <> rel.submitted_by;
+  RETURN QUERY SELECT latest, latest_state, v_chain, v_n, rel.approvals_required, NULL::bigint,
+    (SELECT max(a.reconciliation_id) FROM genfill.approvals a WHERE a.release = p_release AND a.reconciliation_id = ANY (v_chain));
+END $$;
+
+-- genfill approve: as 0006's, counting the approvals along the chain (above).
+CREATE OR REPLACE FUNCTION genfill.approve(p_release text, p_reconciliation bigint)
+RETURNS TABLE (outcome text, reconciliation_id bigint, approvals integer, required integer, state text, principal text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  rel record;
+  latest record;
+  me text := genfill.current_principal();
+  n integer;
+  v_chain bigint[];
+BEGIN
+  SELECT r.id, r.state, r.submitted_by, r.approvals_required INTO rel
+    FROM genfill.releases r WHERE r.id = p_release FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'release % does not exist', p_release USING ERRCODE = 'GFN01';
+  END IF;
+  IF rel.submitted_by = me THEN
+    RAISE EXCEPTION 'release % was submitted by %: the submitter cannot approve it; another principal must', p_release, me
+      USING ERRCODE = 'GFR01';
+  END IF;
+  SELECT c.id, c.state INTO latest FROM genfill.reconciliations c WHERE c.release = p_release ORDER BY c.id DESC LIMIT 1;
+  SELECT x.chain INTO v_chain FROM genfill.approval_chain(p_release) x;
+  IF latest.id IS NOT NULL AND p_reconciliation = latest.id
+     AND EXISTS (SELECT 1 FROM genfill.approvals a
+                  WHERE a.release = p_release AND a.reconciliation_id = ANY (v_chain) AND a.principal = me) THEN
+    SELECT x.approvals INTO n FROM genfill.approval_chain(p_release) x;
+    RETURN QUERY SELECT 'already-approved'::text, latest.id, n, rel.approvals_required, rel.state::text, me;
+    RETURN;
+  END IF;
+  IF rel.state <> 'RECONCILED' THEN
+    RAISE EXCEPTION 'release % is %, not RECONCILED: only a reconciled release can be approved (genfill reconcile %)', p_release, rel.state, p_release
+      USING ERRCODE = 'GFR01';
+  END IF;
+  IF latest.id IS NULL THEN
+    RAISE EXCEPTION 'release % has no reconciliation: run genfill reconcile % first', p_release, p_release USING ERRCODE = 'GFR01';
+  END IF;
+  IF p_reconciliation IS NULL OR p_reconciliation <> latest.id THEN
+    RAISE EXCEPTION 'reconciliation % is not the latest of release % (#% is): review #% and approve that one',
+      coalesce('#' || p_reconciliation::text, '(none named)'), p_release, latest.id, latest.id
+      USING ERRCODE = 'GFR01';
+  END IF;
+  IF latest.state <> 'RECONCILED' THEN
+    RAISE EXCEPTION 'reconciliation #% of release % did not pass (%): repair and reconcile again', latest.id, p_release, latest.state
+      USING ERRCODE = 'GFR01';
+  END IF;
+
+  INSERT INTO genfill.approvals (release, reconciliation_id) VALUES (p_release, latest.id);
+  SELECT x.approvals INTO n FROM genfill.approval_chain(p_release) x;
+  IF n >= rel.approvals_required THEN
+    UPDATE genfill.releases r SET state = 'APPROVED', state_changed_at = now() WHERE r.id = p_release AND r.state = 'RECONCILED';
+    INSERT INTO genfill.release_log (release, action, from_state, to_state, detail)
+    VALUES (p_release, 'approve', 'RECONCILED', 'APPROVED', jsonb_build_object('reconciliation', latest.id, 'approvals', n, 'required', rel.approvals_required));
+    RETURN QUERY SELECT 'approved'::text, latest.id, n, rel.approvals_required, 'APPROVED'::text, me;
+  ELSE
+    INSERT INTO genfill.release_log (release, action, detail)
+    VALUES (p_release, 'approve', jsonb_build_object('reconciliation', latest.id, 'approvals', n, 'required', rel.approvals_required));
+    RETURN QUERY SELECT 'recorded'::text, latest.id, n, rel.approvals_required, rel.state::text, me;
+  END IF;
+END $$;
+
+ALTER FUNCTION genfill.approval_chain(text) OWNER TO genfill_owner;
+ALTER FUNCTION genfill.approve(text, bigint) OWNER TO genfill_owner;
+REVOKE ALL ON FUNCTION genfill.approval_chain(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION genfill.approval_chain(text) TO genfill_operator, genfill_approver, genfill_reader, genfill_service;
 
 -- The cutover's compare-and-swap (invariant 11), called inside the cutover's REPEATABLE READ
 -- transaction, which then applies (B, S_cut] to the new generation and moves its frontier to
@@ -128,16 +242,13 @@ BEGIN
     RAISE EXCEPTION 'precondition catch-up-root: the final round to the barrier is #% with root %, not #% with root %',
       last_round.id, last_round.root, p_round, p_root USING ERRCODE = 'GFR01';
   END IF;
-  SELECT c.id, c.state INTO latest FROM genfill.reconciliations c WHERE c.release = p_release ORDER BY c.id DESC LIMIT 1;
-  IF latest.id IS NULL OR latest.state <> 'RECONCILED' THEN
-    SELECT max(a.reconciliation_id) INTO v_n FROM genfill.approvals a WHERE a.release = p_release;
-    RAISE EXCEPTION 'precondition approvals: the approvals are bound to reconciliation #%, voided by reconciliation #% (%)', v_n, latest.id,
-      coalesce(latest.state, 'none') USING ERRCODE = 'GFR01';
+  SELECT * INTO latest FROM genfill.approval_chain(p_release);
+  IF latest.latest IS NULL OR latest.voided_by IS NOT NULL THEN
+    RAISE EXCEPTION 'precondition approvals: the approvals are bound to reconciliation #%, voided by reconciliation #% (%)', latest.approved_on, latest.latest,
+      coalesce(latest.latest_state, 'none') USING ERRCODE = 'GFR01';
   END IF;
-  SELECT count(DISTINCT a.principal) INTO v_n FROM genfill.approvals a
-   WHERE a.release = p_release AND a.reconciliation_id = latest.id AND a.principal <> rel.submitted_by;
-  IF v_n < rel.approvals_required THEN
-    RAISE EXCEPTION 'precondition approvals: % of % approvals on reconciliation #%', v_n, rel.approvals_required, latest.id USING ERRCODE = 'GFR01';
+  IF latest.approvals < rel.approvals_required THEN
+    RAISE EXCEPTION 'precondition approvals: % of % approvals on reconciliation #%', latest.approvals, rel.approvals_required, latest.latest USING ERRCODE = 'GFR01';
   END IF;
   IF EXISTS (SELECT 1 FROM genfill.dataset_flags f WHERE f.dataset = rel.dataset AND f.dependency_stale_since IS NOT NULL) THEN
     RAISE EXCEPTION 'precondition dependencies: dataset % is DEPENDENCY_STALE', rel.dataset USING ERRCODE = 'GFR01';
@@ -163,7 +274,8 @@ BEGIN
   VALUES (p_release, 'cutover', 'CAUGHT_UP', 'ACTIVE',
           jsonb_build_object('cutover', p_cutover, 'dataset', rel.dataset, 'from', rel.expected_active, 'to', rel.generation,
                              'closedEpoch', ds.ingress_epoch, 'epoch', ds.ingress_epoch + 1, 'barrier', p_barrier::text,
-                             'round', p_round, 'root', p_root::text, 'reconciliation', latest.id, 'superseded', v_superseded));
+                             'round', p_round, 'root', p_root::text, 'reconciliation', latest.latest, 'approvalChain', to_jsonb(latest.chain),
+                             'superseded', v_superseded));
   INSERT INTO genfill.dataset_log (dataset, action, detail)
   VALUES (rel.dataset, 'cutover', jsonb_build_object('release', p_release, 'from', rel.expected_active, 'to', rel.generation, 'epoch', ds.ingress_epoch + 1));
   INSERT INTO genfill.frontiers AS f (dataset, generation, snapshot) VALUES (rel.dataset, rel.generation, p_barrier)

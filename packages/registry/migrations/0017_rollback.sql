@@ -207,3 +207,4 @@ REVOKE ALL ON FUNCTION genfill.rollback_refusal(text), genfill.rollback_seal(tex
 GRANT EXECUTE ON FUNCTION genfill.rollback_refusal(text) TO genfill_operator, genfill_approver, genfill_reader, genfill_service;
 GRANT EXECUTE ON FUNCTION genfill.rollback_seal(text, integer), genfill.rollback_unseal(text, text),
   genfill.rollback_switch(text, bigint, text, pg_snapshot) TO genfill_service;
+

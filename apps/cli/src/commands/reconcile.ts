@@ -2,7 +2,7 @@
 // candidate, and approve a proved one as the connected principal.
 import type { Command } from 'commander';
 import { InvalidInputError, ReconciliationRequiredError } from '@genfill/contracts';
-import { approveRelease, defaultFindingsPath, driftCheck, describeFinding, exportFindings, latestReconciliation, reconcile, type ApproveResult, type ReconcileResult } from '@genfill/reconcile';
+import { approveRelease, type IncrementalResult, reconcileIncremental, defaultFindingsPath, driftCheck, describeFinding, exportFindings, latestReconciliation, reconcile, type ApproveResult, type ReconcileResult } from '@genfill/reconcile';
 import type { Context } from '../context.ts';
 import { json } from '../io.ts';
 import { viaService } from '../requests.ts';
@@ -72,13 +72,38 @@ export function register(program: Command, run: Run): void {
         'drift check of an adopted dataset (its active generation against its transform map applied to the source; exit 4 on drift)',
     )
     .option('--dataset <name>', 'drift-check the dataset\'s active generation instead of reconciling a release')
+    .option(
+      '--incremental',
+      'on a RECONCILED or APPROVED release: re-check only the keys changed since the latest (passing) reconciliation, each against the ' +
+        'transform of its latest logged image, and record that one as the parent; approvals stay valid along a chain of passing ' +
+        'reconciliations, a failing one voids them (exit 4)',
+    )
     .option('--json', 'print the result as JSON')
     .option(
       '--findings-out <file>',
       'export the stored findings to this NDJSON file, even when there are none (default: ./reconcile-<release>-<id>.ndjson when there are findings)',
     )
-    .action((release: string | undefined, opts: { json?: boolean; findingsOut?: string; dataset?: string }) =>
+    .action((release: string | undefined, opts: { json?: boolean; findingsOut?: string; dataset?: string; incremental?: boolean }) =>
       run(async (ctx) => {
+        if (opts.incremental) {
+          if (!release) throw new InvalidInputError([{ path: 'release', message: 'name the release to reconcile incrementally' }]);
+          const r = await viaService<IncrementalResult>(ctx, { kind: 'reconcile', release, args: { incremental: true } }, (db) => reconcileIncremental(db, release));
+          if (opts.json) json(ctx.io, r);
+          else {
+            ctx.io.out(
+              `incremental reconciliation #${r.id} of ${release} (parent #${r.parent}): ${r.keys} keys changed since ${r.since}, checked at ${r.to}` +
+                `${r.quarantined ? ` (${r.quarantined} quarantined)` : ''} in ${r.ms} ms: ${r.state === 'RECONCILED' ? `passed; ${release} stays ${r.from}` : `${r.findings.count} mismatched → RECONCILIATION_REQUIRED`}`,
+            );
+            for (const f of r.findings.first) ctx.io.out(`  ${f.kind} ${JSON.stringify(f.key)}`);
+          }
+          if (r.state !== 'RECONCILED') {
+            throw new ReconciliationRequiredError(
+              `${release} is RECONCILIATION_REQUIRED: ${r.findings.count} keys changed since reconciliation #${r.parent} do not match the transform of their latest image ` +
+                `(stored under #${r.id}); its approvals are void — repair (genfill repair ${release} --reconciliation ${r.id}) and reconcile again`,
+            );
+          }
+          return;
+        }
         if (opts.dataset !== undefined) {
           if (release) throw new InvalidInputError([{ path: '--dataset', message: 'name a release or --dataset, not both' }]);
           const d = await driftCheck(await ctx.db(), opts.dataset);

@@ -55,7 +55,7 @@ async function partitionRow(db: Db, release: string, partition: string): Promise
 async function partitionReceipts(db: Db, release: string, partition: string): Promise<ReceiptRow[]> {
   const { rows } = await db.query<ReceiptRow>(
     `SELECT id::text, kind, attempt, rows_in::text, rows_out::text, watermark::text, supersedes::text, principal, created_at
-       FROM genfill.receipts WHERE release = $1 AND partition = $2 ORDER BY id`,
+       FROM genfill.receipts r WHERE release = $1 AND partition = $2 ORDER BY r.id`,
     [release, partition],
   );
   return rows;

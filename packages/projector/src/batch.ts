@@ -90,7 +90,7 @@ async function capSnapshot(conn: pg.ClientBase, ds: ProjectedDataset, from: stri
 /** The latest event per key of the batch, for the poison search. */
 async function batchKeys(conn: pg.ClientBase): Promise<{ key: Record<string, unknown>; event_id: string; revision: string }[]> {
   const { rows } = await conn.query<{ key: Record<string, unknown>; event_id: string; revision: string }>(
-    `SELECT key, event_id::text, revision::text FROM ${EVENTS_TABLE} ORDER BY event_id`,
+    `SELECT e.key, e.event_id::text AS event_id, e.revision::text AS revision FROM ${EVENTS_TABLE} AS e ORDER BY e.event_id`,
   );
   return rows;
 }

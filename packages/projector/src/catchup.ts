@@ -71,7 +71,9 @@ async function catchupFrontier(conn: Conn, release: string): Promise<{ cf: strin
   );
   const since = stored[0]?.receipts_seen ?? '0';
   const { rows: receipts } = await conn.query<{ id: string; watermark: string }>(
-    `SELECT id::text, watermark::text FROM genfill.receipts WHERE release = $1 AND id > $2 ORDER BY id`,
+    // By the id as a number: ordered by its text, receipt 99 came after 367 and was taken as
+    // the newest seen, so receipts 100–367 lowered CF again at every later read.
+    `SELECT r.id::text AS id, r.watermark::text AS watermark FROM genfill.receipts r WHERE r.release = $1 AND r.id > $2 ORDER BY r.id`,
     [release, since],
   );
   const snaps = [...(stored[0] ? [stored[0].snapshot] : []), ...receipts.map((r) => r.watermark)].map(parseSnapshot);

@@ -354,7 +354,7 @@ export async function cutoverRelease(db: Db, release: string, opts: CutoverOptio
       if (!fin.caughtUp) throw new RefusedError(`the round to the barrier did not reach it (${fin.to} ≠ ${result.barrier})`);
     }
     const { rows: lr } = await db.query<{ id: string; events: number; root: string; ms: string }>(
-      `SELECT id::text, events, root::text, ms::text FROM genfill.catchup_rounds WHERE release = $1 AND to_barrier ORDER BY id DESC LIMIT 1`,
+      `SELECT cr.id::text AS id, events, root::text AS root, ms::text AS ms FROM genfill.catchup_rounds cr WHERE release = $1 AND to_barrier ORDER BY cr.id DESC LIMIT 1`,
       [release],
     );
     const last = lr[0]!;

@@ -25,7 +25,8 @@ if (!canTransition('RECONCILED', 'APPROVED')) throw new Error('RECONCILED → AP
 /** The release's latest reconciliation: what an approver reviews before approving it by id. */
 export async function latestReconciliation(db: Db, release: string): Promise<{ id: string; state: string; findings: number; at: Date } | null> {
   const { rows } = await db.query<{ id: string; state: string; findings: number; at: Date }>(
-    `SELECT id::text, state, findings_count::int AS findings, at FROM genfill.reconciliations WHERE release = $1 ORDER BY id DESC LIMIT 1`,
+    // Ordered by the id as a number (the text of id 9 sorts after 10).
+    `SELECT c.id::text AS id, state, findings_count::int AS findings, at FROM genfill.reconciliations c WHERE release = $1 ORDER BY c.id DESC LIMIT 1`,
     [release],
   );
   return rows[0] ?? null;

@@ -133,9 +133,10 @@ export function comparePartitions(
       stored: { digest: cb?.digest ?? EMPTY_DIGEST, sums: cb?.sums ?? zeroSums, tombstones: cb?.tombstones ?? 0n },
       dual: { digest: db?.digest ?? EMPTY_DIGEST, sums: db?.sums ?? zeroSums },
     };
-    // On the live path a partition catch-up touched, or one a pending key lives in, is no
-    // longer what its receipt describes: its rows are verified by the dual compute alone.
-    const superseded = s.live !== null && (s.live.touched.has(p.id) || s.live.pendingPartitions.has(p.id));
+    // On the live path a partition catch-up touched, one a pending key lives in, or one whose
+    // build found keys already held elsewhere, is no longer what its receipt describes: its
+    // rows are verified by the dual compute alone.
+    const superseded = s.live !== null && (s.live.touched.has(p.id) || s.live.pendingPartitions.has(p.id) || s.live.collided.has(p.id));
     if (receipt && !superseded) {
       const diffs = receiptDiffs(s, receipt, check);
       if (Object.keys(diffs).length > 0) {

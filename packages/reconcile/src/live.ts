@@ -24,6 +24,12 @@ export interface LiveView {
   touched: Set<string>;
   /** Partitions holding a pending key (in the source or the candidate). */
   pendingPartitions: Set<string>;
+  /**
+   * Partitions whose current receipt counts keys the candidate already held elsewhere when it
+   * was built (a row that moved between partitions during the build, written by the first of
+   * the two builds): the receipt does not describe what the partition stores.
+   */
+  collided: Set<string>;
   /** Catch-up rounds recorded for the release. */
   rounds: number;
   /** genfill.change_log.source_table of the source. */
@@ -75,6 +81,7 @@ export async function loadLive(
     pendingKeys: 0,
     touched: new Set(),
     pendingPartitions: new Set(),
+    collided: new Set(),
     rounds: 0,
     logName: cap[0].name,
   };
@@ -87,6 +94,13 @@ export async function loadLive(
   live.pendingKeys = pending[0]!.n;
   const { rows: touched } = await conn.query<{ partition: string }>('SELECT partition FROM genfill.catchup_touched WHERE release = $1', [r.id]);
   live.touched = new Set(touched.map((t) => t.partition));
+  const { rows: collided } = await conn.query<{ partition: string }>(
+    `SELECT rc.partition FROM genfill.receipts rc
+      WHERE rc.release = $1 AND coalesce((rc.timings->>'keptElsewhere')::bigint, 0) > 0
+        AND NOT EXISTS (SELECT 1 FROM genfill.receipts n WHERE n.supersedes = rc.id)`,
+    [r.id],
+  );
+  live.collided = new Set(collided.map((c) => c.partition));
   const { rows: rounds } = await conn.query<{ n: number }>('SELECT count(*)::int AS n FROM genfill.catchup_rounds WHERE release = $1', [r.id]);
   live.rounds = rounds[0]!.n;
   if (live.pendingKeys > 0) {

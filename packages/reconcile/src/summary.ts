@@ -134,7 +134,7 @@ export function summarize(
           catchupFrontier: s.live.cf,
           pendingKeys: s.live.pendingKeys,
           rounds: s.live.rounds,
-          receiptsSuperseded: x.checks.map((c) => c.partition.id).filter((id) => s.live!.touched.has(id) || s.live!.pendingPartitions.has(id)),
+          receiptsSuperseded: x.checks.map((c) => c.partition.id).filter((id) => s.live!.touched.has(id) || s.live!.pendingPartitions.has(id) || s.live!.collided.has(id)),
         }
       : null,
   };

@@ -87,7 +87,7 @@ async function switchesOf(conn: Conn, id: string) {
   }>(
     `SELECT id::text, kind, state, step, from_generation AS from, to_generation AS to, holder, recovered_by, freeze_ms::text, cas_ms::text,
             started_at, finished_at, outcome->>'reason' AS reason
-       FROM genfill.cutovers WHERE release = $1 ORDER BY id`,
+       FROM genfill.cutovers c WHERE release = $1 ORDER BY c.id`,
     [id],
   );
   return rows.map((r) => ({

@@ -27,6 +27,9 @@ describe('genfill demo', () => {
     expect(out.build).toMatchObject({ workers: 2, state: 'BUILT', failed: 0 });
     expect(out.receipts).toMatchObject({ partitions: 367, receipts: 367, conservedEqual: true });
     expect(out.receipts.rowsOut).toBe(out.receipts.rowsIn);
+    // The build ran under the writer (inside the range too): one catch-up round applied what the watermarks missed.
+    expect(out.catchup).toMatchObject({ round: expect.any(String) });
+    expect(out.catchup.events).toBe(out.catchup.applied + out.catchup.noops);
     // (The candidate's row count moved on since its receipts: catch-up and, after the cutover, the projector follow the writer.)
     // The reconciler proved it and a second role approved it.
     expect(out.reconciliation).toMatchObject({ state: 'RECONCILED', findings: { count: 0 } });

@@ -9,7 +9,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { ReconciliationRequiredError, RefusedError } from '@genfill/contracts';
 import { adoptDataset, submitRelease, type PlanResult } from '@genfill/planner';
 import { createPool, migrate, receiptSummary, type Db, type ReceiptSummary } from '@genfill/registry';
-import { cutoverRelease, type CutoverResult } from '@genfill/projector';
+import { catchupRound, cutoverRelease, type CutoverResult } from '@genfill/projector';
 import { openPinnedRead } from '@genfill/reads';
 import { approveRelease, type ApproveResult, latestReconciliation, reconcile, type ReconcileResult } from '@genfill/reconcile';
 import type { Context } from '../context.ts';
@@ -127,7 +127,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--no-throttle', 'build without the throttle (it paces by replica lag, a canary and errors)')
     .option('--until <step>', `stop after this step (${STEPS.join(', ')}), e.g. build to reconcile by hand`, parseStep, 'cutover' as Step)
     .option('--writer-rate <n>', 'transactions per second of the live order writer (1 to 2000)', (v) => parseBounded(v, 1, 2000), 20)
-    .option('--in-range-seconds <n>', 'how long the writer also writes inside the range once the release is approved (0 to 600)', (v) => parseBounded(v, 0, 600), 3)
+    .option('--in-range-seconds <n>', 'how long the writer goes on writing (inside the range too) between the approval and the cutover (0 to 600)', (v) => parseBounded(v, 0, 600), 3)
     .option('--json', 'print one JSON object with every result instead of the story')
     .action((opts: { rows: number; dir: string; workers: number; throttle: boolean; until: Step; writerRate: number; inRangeSeconds: number; json?: boolean }) =>
       run(async (ctx) => {
@@ -197,7 +197,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         // From here on the old application keeps writing, and the projector keeps the active
         // generation current: the view follows its writer for the rest of the demo.
         const live: LivePath = await startLivePath(ctx, { seededOrders: seeded.orders, ratePerSecond: opts.writerRate });
-        say(`      live: an order writer (${opts.writerRate} transactions/s, outside the release's range until it is approved) and the projector run from now on`);
+        say(`      live: an order writer (${opts.writerRate} transactions/s, outside the release's range until the build starts) and the projector run from now on`);
         try {
 
         const releaseFile = writeDemoRelease(dir);
@@ -219,7 +219,10 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         // Two worker processes build the candidate; a second run finds it built already.
         let build: DemoBuild | null = null;
         if (plan.state === 'BUILDING') {
-          say(`[6/9] build: ${opts.workers} worker processes build ${RELEASE} into tax-fix-g3`);
+          // The build runs under the live writer, inside the range too: what a partition's
+          // snapshot missed reaches the candidate by catch-up, key by key.
+          live.writeInRange();
+          say(`[6/9] build: ${opts.workers} worker processes build ${RELEASE} into tax-fix-g3, the writer now writing inside the range too`);
           build = await phase('build', () => buildWithWorkers(db, { release: RELEASE, workers: opts.workers, throttle: opts.throttle, env: ctx.io.env, say: (l) => say(`      ${l}`) }));
           if (build.state !== 'BUILT') {
             throw new RefusedError(`the build stopped with ${build.failed} failed partition(s) and the release ${build.state}: see \`genfill status ${RELEASE}\``);
@@ -231,6 +234,27 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         say(describeReceipts(receipts, build));
         results.build = build;
         results.receipts = receipts;
+        if (build) {
+          // What the writer did during the build: events the partitions' snapshots already held,
+          // then one catch-up round (applied, no-ops) and what is still waiting after it.
+          const round = await phase('catchup', () => catchupRound(db, RELEASE));
+          const { rows: ev } = await db.query<{ held: number; waiting: number }>(
+            `WITH l AS (SELECT l.txid FROM genfill.change_log l JOIN genfill.captures c ON c.source_table = l.source_table
+                         WHERE c.relid = 'public.orders'::regclass),
+                  f AS (SELECT floor FROM genfill.release_floors WHERE release = $1)
+             SELECT (SELECT count(*)::int FROM l, f WHERE l.txid >= pg_snapshot_xmin(f.floor) AND NOT pg_visible_in_snapshot(l.txid, f.floor)
+                        AND pg_visible_in_snapshot(l.txid, $2::pg_snapshot)) AS held,
+                    (SELECT count(*)::int FROM l WHERE l.txid >= pg_snapshot_xmin($3::pg_snapshot) AND NOT pg_visible_in_snapshot(l.txid, $3::pg_snapshot)) AS waiting`,
+            [RELEASE, round.from, round.to],
+          );
+          const c = { round: round.id, heldByWatermarks: ev[0]!.held, applied: round.upserted + round.tombstones, noops: round.noops, events: round.events, waiting: ev[0]!.waiting, ms: round.ms };
+          results.catchup = c;
+          say(
+            `      live during the build: ${count(c.heldByWatermarks)} events held by the partitions' watermarks (the build read them); ` +
+              `catch-up round #${c.round}: ${count(c.events)} latest events per key, ${count(c.applied)} applied, ${count(c.noops)} no-ops (${c.ms} ms); ` +
+              `${count(c.waiting)} events waiting after it ${took('catchup')}`,
+          );
+        }
         if (stopsAfter('build')) return;
 
         // The reconciler proves the candidate with its own queries; a second role approves.
@@ -257,7 +281,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         results.approval = approval;
         if (stopsAfter('approve')) return;
 
-        // The build is proved: the writer now also writes inside the range — those changes reach
+        // The build is proved; the writer goes on inside the range a while — those changes reach
         // the candidate by catch-up and are checked key by key before and after the seal.
         live.writeInRange();
         await sleep(opts.inRangeSeconds * 1000);

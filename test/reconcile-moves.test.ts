@@ -3,7 +3,8 @@
 // reconciler: when a partition's build finds its key already written by a neighbouring partition
 // (ON CONFLICT DO NOTHING keeps the first row), its receipt counts a row it does not store. That
 // receipt no longer describes the partition — it is verified by dual compute instead, and the
-// release reconciles. Found by the demo building under an in-range writer (issue 16).
+// release reconciles. Found by the demo building under an in-range writer (issue 16). And the
+// carried rows, outside the range, are compared with the old generation's, every column.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildPartition, claimPartition } from '@genfill/builder';
 import { createLogger } from '@genfill/observability';
@@ -58,6 +59,23 @@ describe('rows moving between partitions during the build', () => {
     expect(r.findings.first).toEqual([]);
     expect(r.state).toBe('RECONCILED');
     expect(r.summary.live?.receiptsSuperseded).toEqual(expect.arrayContaining([dayPartition('2025-07-02'), dayPartition('2025-07-03')]));
+    // The carried rows (day 4, outside the range) equal the old generation's, every column.
+    expect(r.summary.carry).toEqual({ oldRows: '48', newRows: '48', missing: '0', extra: '0', changed: {} });
+  });
+
+  it('old vs new over the carry ranges: a carried row changed, or missing, is a finding naming the key', async () => {
+    await tdb.pool.query(`UPDATE ${candidate('g3')} SET tax_cents = tax_cents + 1 WHERE order_id = 150`);
+    await tdb.pool.query(`UPDATE ${candidate('g3')} SET _gf_deleted = true WHERE order_id = 160`);
+    const r = await reconcile(db, 'mv@1');
+    expect(r.state).toBe('RECONCILIATION_REQUIRED');
+    expect(r.summary.carry).toMatchObject({ oldRows: '48', newRows: '47', missing: '1', extra: '0', changed: { tax_cents: '1' } });
+    const carried = (
+      await db.query(`SELECT kind, check_name, column_name, key FROM genfill.reconciliation_findings WHERE reconciliation_id = $1 AND detail->>'carry' = 'true' ORDER BY seq`, [r.id])
+    ).rows;
+    expect(carried).toEqual([
+      { kind: 'unexpected_diff', check_name: 'old_generation', column_name: 'tax_cents', key: { order_id: 150 } },
+      { kind: 'missing', check_name: 'old_generation', column_name: null, key: { order_id: 160 } },
+    ]);
   });
 
   it('a round records the newest receipt it has seen by id as a number, not as text', async () => {

@@ -14,6 +14,7 @@ import { RefusedError, type ReleaseState } from '@genfill/contracts';
 import type { Logger } from '@genfill/observability';
 import { DATA_SCHEMA, generationTable, type Db } from '@genfill/registry';
 import { Bisector, type BisectResult } from './bisect.ts';
+import { checkCarry } from './carry.ts';
 import { checkOutside, comparePartitions, type PartitionCheck } from './compare.ts';
 import { defaultFindingsPath, FindingsExport } from './export.ts';
 import { FindingsWriter, type Finding, type FindingKind } from './findings.ts';
@@ -133,12 +134,15 @@ export async function reconcile(db: Db, releaseId: string, opts: ReconcileOption
       const conservedOff = checks.filter((c) => c.conservedOff.length > 0).map((c) => c.bucket);
       if (conservedOff.length > 0) await listConserved(session.primary, s, conservedOff, build, w);
     });
+    // Outside the range: the candidate's carried rows against the old generation, every column.
+    const carry = await timed('carry', () => checkCarry(session.primary, s, w));
+    await w.drain();
     await session.close();
 
     const rowsRead = countRowsRead(passes, bisected, checks.filter((c) => c.bisect).length);
     const verdict: Verdict = w.count === 0 ? 'RECONCILED' : 'RECONCILIATION_REQUIRED';
     timings.checks = ms(started);
-    const summary = summarize(s, { closure, dependencies, checks, passes, rowsRead, timings });
+    const summary: ReconcileSummary = { ...summarize(s, { closure, dependencies, checks, passes, rowsRead, timings }), carry };
     const stored = await timed('store', () => storeReconciliation(db, { subject: s, snapshot: session.snapshot, verdict, summary, checks, writer: w }));
     let path: string | null = null;
     if (exported && (opts.findingsOut !== undefined || w.count > 0)) {

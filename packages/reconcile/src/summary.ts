@@ -1,5 +1,6 @@
 // The stored and printed summary of a reconciliation: totals over the partitions, the old
 // generation's changes per column, null counts, what the checks read and how long each took.
+import type { CarrySummary } from './carry.ts';
 import type { ClosureSummary, DependencySummary } from './manifest.ts';
 import { addDecimals, sameDecimal, type PartitionCheck } from './compare.ts';
 import type { CandidateBucket, DualBucket, OldBucket, SourceBucket } from './passes.ts';
@@ -47,6 +48,8 @@ export interface ReconcileSummary {
    * (left out of every pass, not findings), catch-up rounds, and the partitions whose
    * receipts were not compared because catch-up touched them or a pending key lives in them.
    */
+  /** Old vs new outside the range (carry.ts): null without carry partitions or an old generation. */
+  carry?: CarrySummary | null;
   live?: { catchupFrontier: string; pendingKeys: number; rounds: number; receiptsSuperseded: string[] } | null;
 }
 

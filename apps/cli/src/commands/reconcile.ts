@@ -28,6 +28,14 @@ export function describeReconciliation(r: ReconcileResult): string {
       .map(([c, v]) => `${c} ${count(v.rows)}${v.expected ? '' : ' (NOT in expectedDiff)'}`);
     lines.push(`  vs ${s.expectedActive}  ${count(o.rows)} old rows; missing ${count(o.missing)}, extra ${count(o.extra)}; changed rows: ${changed.join(', ') || 'none'}`);
   }
+  if (s.carry) {
+    const c = s.carry;
+    const changed = Object.entries(c.changed).map(([k, v]) => `${k} ${count(v)}`);
+    lines.push(
+      `  carried     outside the range vs ${s.expectedActive}: ${count(c.newRows)} rows of ${count(c.oldRows)}; missing ${count(c.missing)}, extra ${count(c.extra)}; ` +
+        `changed rows: ${changed.join(', ') || 'none'} (every column must be equal there)`,
+    );
+  }
   if (s.live) {
     lines.push(
       `  live        verified at catch-up frontier ${s.live.catchupFrontier} (${count(s.live.rounds)} rounds); ${count(s.live.pendingKeys)} keys pending after it (not findings); ` +

@@ -179,7 +179,7 @@ export async function rollbackRelease(db: Db, release: string, opts: RollbackOpt
     return epoch;
   };
 
-  let sealedAt = 0;
+  let sealedAt: number;
   try {
     const { rows: now } = await db.query<{ state: string; sealed: boolean; barrier: string | null; epoch: string; waited_ms: number }>(
       `SELECT r.state, d.ingress_state = 'SEALED' AND e.release = r.id AND e.sealed_from = 'ACTIVE' AS sealed, e.barrier::text, e.epoch::text,

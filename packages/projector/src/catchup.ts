@@ -155,6 +155,11 @@ async function oneRound(db: Db, release: string): Promise<CatchupRound> {
         `SELECT ${rootAgg(rowHashExpr(['key', 'revision'], 'e'))}::text AS root FROM ${EVENTS_TABLE} AS e`,
       );
       const counts = countsOf(row);
+      const after = (await conn.query<{ t: string[] }>(times)).rows[0]!.t;
+      const changed = counts.upserted + counts.flagged + counts.remembered > 0;
+      const { rows: parts } = changed
+        ? await conn.query<{ p: string[] }>(`SELECT coalesce(array_agg(p), '{}') AS p FROM genfill.partitions_at($1, $2::timestamptz[]) AS p`, [release, [...before, ...after]])
+        : { rows: [{ p: [] as string[] }] };
       await conn.query(
         `INSERT INTO genfill.catchup_frontiers (release, snapshot, receipts_seen) VALUES ($1, $2::pg_snapshot, $3)
          ON CONFLICT (release) DO UPDATE SET snapshot = EXCLUDED.snapshot, receipts_seen = EXCLUDED.receipts_seen, updated_at = clock_timestamp()`,
@@ -166,13 +171,12 @@ async function oneRound(db: Db, release: string): Promise<CatchupRound> {
          VALUES ($1, $2, $3::pg_snapshot, $4::pg_snapshot, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id::text`,
         [release, r.generation, cf, to, toBarrier, counts.events, counts.upserted, counts.flagged + counts.remembered, counts.noops, counts.quarantined, rootRow[0]!.root, ms],
       );
-      const after = (await conn.query<{ t: string[] }>(times)).rows[0]!.t;
-      if (counts.upserted + counts.flagged + counts.remembered > 0) {
+      if (parts[0]!.p.length > 0) {
         await conn.query(
           `INSERT INTO genfill.catchup_touched (release, partition, round)
-           SELECT $1, p, $3 FROM genfill.partitions_at($1, $2::timestamptz[]) AS p
+           SELECT $1, p, $3 FROM unnest($2::text[]) AS p
            ON CONFLICT (release, partition) DO UPDATE SET round = EXCLUDED.round`,
-          [release, [...before, ...after], ins[0]!.id],
+          [release, parts[0]!.p, ins[0]!.id],
         );
       }
       let caughtUp = false;

@@ -14,6 +14,20 @@ function describeRound(r: ReconcilerRoundResult): string {
     lines.push(`  ${x.release}  ${x.from} → ${x.state}: reconciliation #${x.id}, ${x.findings.count} finding${x.findings.count === 1 ? '' : 's'}`);
   }
   for (const x of r.failed) lines.push(`  ${x.release}  not reconciled: ${x.error}`);
+  const h = r.housekeeping;
+  if (h) {
+    for (const g of h.retention?.retired ?? []) lines.push(`  retired ${g.dataset}/${g.generation}${g.releases.length ? ` (releases ${g.releases.join(', ')} RETIRED)` : ''}: ${g.reason}`);
+    for (const g of h.retention?.dropped ?? []) lines.push(`  dropped ${g.table}${g.finalized ? ' (finalized an interrupted detach)' : ''}`);
+    for (const g of h.retention?.pending ?? []) lines.push(`  kept the table ${g.table} for now: ${g.why}`);
+    if (h.prune) {
+      lines.push(`  change log horizon ${h.prune.current.horizon}: ${h.prune.dropped.length} partitions dropped, ${h.prune.defaultRows} DEFAULT rows and ${h.prune.tombstones} tombstones deleted`);
+      for (const w of h.prune.waiting) lines.push(`  ${w.partition} waits: ${w.why}`);
+      if (h.prune.refused) lines.push(`  pruning refused: ${h.prune.refused}`);
+    }
+    for (const c of h.cleanup?.cleaned ?? []) lines.push(`  cleaned up ${c.release} (${c.state}): queue ${c.queue} with ${c.jobs} jobs, ${c.keys} more Redis keys`);
+    if (h.cleanup?.skipped) lines.push(`  cleanup skipped: ${h.cleanup.skipped}`);
+    for (const e of h.errors) lines.push(`  ${e.step} failed: ${e.error}`);
+  }
   return lines.join('\n');
 }
 
@@ -21,7 +35,9 @@ export const reconciler = defineService({
   name: 'reconciler',
   summary:
     'the reconciler service: every --interval seconds, reconcile each BUILT release once (BUILT → RECONCILED or ' +
-    'RECONCILIATION_REQUIRED), storing every verdict and finding in the registry; SIGTERM stops it after the reconciliation in progress',
+    'RECONCILIATION_REQUIRED), storing every verdict and finding in the registry, then retire old generations past their ' +
+    'rollback window and reader leases, prune the change log below its horizon and clean up the queues of finished releases; ' +
+    'SIGTERM stops it after the reconciliation in progress',
   flags: {
     interval: flag.seconds('time between rounds', 10),
     once: flag.boolean('run one round, print it, and exit'),

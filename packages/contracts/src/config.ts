@@ -105,6 +105,12 @@ export const configSchema = z.object({
   GENFILL_API_TOKENS: list(apiToken).optional(),
   GENFILL_API_TRUST_PROXY: trustProxy.optional(),
   GENFILL_REPLICA_URLS: list(postgresUrl).optional(),
+  /**
+   * A login that is a member of genfill_owner, for the reconciler's retention and pruning
+   * (DETACH … CONCURRENTLY and DROP need the tables' owner). Unset: DATABASE_URL's login does
+   * SET ROLE genfill_owner, which needs that membership.
+   */
+  GENFILL_OWNER_DATABASE_URL: postgresUrl.optional(),
   GENFILL_CANARY_SQL: z.string().min(1).optional(),
   GENFILL_CANARY_EVERY_MS: z.coerce.number().int().min(10).max(60_000).optional(),
   GENFILL_PROMETHEUS_URL: z.url({ protocol: /^https?$/ }).optional(),

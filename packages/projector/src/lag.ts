@@ -1,8 +1,11 @@
 // How far the projector of a dataset is behind, and everything an operator asks next: the
 // epoch and its seal, the lease holder, a poison stop, quarantined keys, the dataset's flags,
-// the oldest prepared transaction (it holds every frontier back until it finishes), and the
-// live reader leases (pinned reads of each generation, which hold its retirement back).
+// the oldest prepared transaction (it holds every frontier back until it finishes), the
+// live reader leases (pinned reads of each generation, which hold its retirement back), the
+// generations kept after a cutover, rollback or cancel (until when, why, their size), and the
+// change log's pruning horizon with what holds it back (a long or prepared transaction).
 import { newEventsWhere } from '@genfill/capture';
+import { computeHorizon, type HorizonPart, type HorizonTransaction, prunablePartitions, type RetainedGeneration, retentionStatus } from '@genfill/reconcile';
 import { type Conn, type Db, type ReaderLease, readerLeases } from '@genfill/registry';
 
 /** Pending events are counted up to this many. */
@@ -31,9 +34,44 @@ export interface ProjectorStatus {
   oldestPrepared: { gid: string; prepared: string; owner: string } | null;
   /** Live reader leases of the dataset's generations (genfill read, GET /datasets/:ds/rows), longest first. */
   readers: ReaderLease[];
+  /** With `retention`: generations that no longer serve readers and are not gone yet — until when they are kept, why, their size. */
+  retained?: RetainedGeneration[];
+  /** With `retention`: the change log's pruning horizon (shared by every dataset) and what holds it back. */
+  logHorizon?: LogHorizonStatus;
 }
 
-export async function projectorStatus(conn: Conn | Db, dataset: string): Promise<ProjectorStatus | null> {
+export interface LogHorizonStatus {
+  horizon: string;
+  ageSeconds: number;
+  /** The snapshots at the horizon's xmin: what keeps it where it is. */
+  holders: HorizonPart[];
+  /** Long or prepared transactions it waits for. */
+  transactions: HorizonTransaction[];
+  /** Partitions wholly below it still attached (the reconciler drops them). */
+  prunablePartitions: number;
+  lastPrune: { what: string; partition: string | null; rows: number; at: string } | null;
+}
+
+async function logHorizonStatus(conn: Conn | Db): Promise<LogHorizonStatus> {
+  const h = await computeHorizon(conn);
+  const { rows } = await conn.query<NonNullable<LogHorizonStatus['lastPrune']>>(
+    `SELECT what, partition, rows::float8 AS rows, to_json(at) #>> '{}' AS at FROM genfill.change_log_prunes ORDER BY id DESC LIMIT 1`,
+  );
+  return {
+    horizon: h.horizon,
+    ageSeconds: h.ageSeconds,
+    holders: h.holders,
+    transactions: h.transactions,
+    prunablePartitions: await prunablePartitions(conn, h.horizon),
+    lastPrune: rows[0] ?? null,
+  };
+}
+
+/**
+ * The dataset's live path; `retention` adds the retained generations and the log's horizon
+ * (`genfill status --dataset` asks for them; the projector's once-a-second lag metrics do not).
+ */
+export async function projectorStatus(conn: Conn | Db, dataset: string, opts: { retention?: boolean } = {}): Promise<ProjectorStatus | null> {
   const { rows } = await conn.query<{
     generation: string | null;
     source_table: string | null;
@@ -111,5 +149,6 @@ export async function projectorStatus(conn: Conn | Db, dataset: string): Promise
     adoptUnverified: x.unverified ?? false,
     oldestPrepared: x.prepared,
     readers: await readerLeases(conn, dataset),
+    ...(opts.retention ? { retained: await retentionStatus(conn, dataset), logHorizon: await logHorizonStatus(conn) } : {}),
   };
 }

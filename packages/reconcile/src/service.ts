@@ -7,13 +7,19 @@
 // reach them from anywhere.
 //
 // Between rounds it executes the people's reconcile requests (migration 0006) within a second.
+// After each round's reconciliations it keeps house (housekeeping.ts, migration 0018): retires
+// old generations past their rollback window and reader leases, prunes the change log below
+// its horizon, and cleans up the queues of releases past their rollback window.
 // runReconcilerService is the foreground loop `genfill reconciler` runs, shaped like the
 // planner's runPlannerService (once, an abort signal that stops it after the reconciliation in
 // progress; apps/reconciler serves its metrics and probes); startReconcilerService is the same
 // round on a timer, for callers that embed it.
 import { RefusedError, type Config } from '@genfill/contracts';
 import type { Logger, Registry } from '@genfill/observability';
+import { createServiceRedis, type Redis } from '@genfill/queue';
 import { assertSchemaCurrent, createPool, serveRequests, waitServingRequests, type Db, type RequestHandlers } from '@genfill/registry';
+import { HorizonHistory } from './horizon.ts';
+import { housekeepingMetrics, type HousekeepingOptions, housekeepingRound, type HousekeepingResult } from './housekeeping.ts';
 import { reconcileIncremental } from './incremental.ts';
 import { reconcile, type ReconcileOptions, type ReconcileResult } from './reconcile.ts';
 
@@ -24,6 +30,8 @@ export interface RoundResult {
   at: string;
   reconciled: ReconcileResult[];
   failed: { release: string; error: string }[];
+  /** Retention, pruning and cleanup after the reconciliations (null when switched off). */
+  housekeeping?: HousekeepingResult | null;
 }
 
 async function builtReleases(db: Db): Promise<string[]> {
@@ -74,12 +82,14 @@ export interface ReconcilerRunOptions {
   /** A registry pool to use (the CLI's); otherwise the service makes and closes its own. */
   db?: Db;
   /**
-   * The process's metrics registry, for the reconciler's own metrics (none yet beyond the
-   * process defaults). The service helper that runs this (@genfill/service, apps/reconciler)
-   * serves it on GENFILL_METRICS_PORT with /healthz and /readyz.
+   * The process's metrics registry, for the reconciler's own metrics (housekeeping.ts: the log
+   * horizon, retained generations, …). The service helper that runs this (@genfill/service,
+   * apps/reconciler) serves it on GENFILL_METRICS_PORT with /healthz and /readyz.
    */
   registry?: Registry;
   reconcile?: ServiceReconcileOptions;
+  /** Retention, pruning and cleanup options; false switches housekeeping off. */
+  housekeeping?: Omit<HousekeepingOptions, 'history' | 'dispatcher' | 'metrics' | 'ownerUrl'> | false;
 }
 
 export interface ReconcilerRunResult {
@@ -92,6 +102,7 @@ export async function runReconcilerService(opts: ReconcilerRunOptions): Promise<
   // A reconciliation reads on two connections side by side; one more for the round's own queries.
   const db = opts.db ?? createPool(config, 'genfill-reconciler', 3);
   const out: ReconcilerRunResult = { rounds: 0, last: null };
+  let redis: Redis | undefined;
   try {
     await assertSchemaCurrent(db);
     const intervalMs = Math.max(1, opts.intervalSeconds * 1000);
@@ -99,9 +110,20 @@ export async function runReconcilerService(opts: ReconcilerRunOptions): Promise<
     const handlers = reconcilerRequestHandlers(opts.reconcile);
     const worker = `reconciler:${process.pid}`;
     const serve = () => serveRequests(db, { handlers, worker, log, signal: opts.signal }).catch((err) => log.error({ err }, 'serving requests failed; trying again'));
+    const house = opts.housekeeping === false ? null : opts.housekeeping ?? {};
+    // Cleanup's Redis (fail-fast commands): an unreachable one stops only cleanup.
+    if (house) redis = createServiceRedis(config.REDIS_URL, log);
+    const keep: HousekeepingOptions | null = house && {
+      ...house,
+      ownerUrl: config.GENFILL_OWNER_DATABASE_URL ?? null,
+      history: new HorizonHistory(),
+      dispatcher: redis ? { redis, prefix: config.GENFILL_QUEUE_PREFIX } : null,
+      ...(opts.registry ? { metrics: housekeepingMetrics(opts.registry) } : {}),
+    };
     while (!opts.signal?.aborted) {
       await serve();
       out.last = await reconcilingRound(db, log, { reconcile: opts.reconcile, stop: () => opts.signal?.aborted ?? false });
+      if (keep && !opts.signal?.aborted) out.last.housekeeping = await housekeepingRound(db, log.child({ step: 'housekeeping' }), keep);
       out.rounds += 1;
       if (opts.once || opts.signal?.aborted) break;
       try {
@@ -113,6 +135,7 @@ export async function runReconcilerService(opts: ReconcilerRunOptions): Promise<
     log.info({ rounds: out.rounds }, 'reconciler stopped');
     return out;
   } finally {
+    redis?.disconnect();
     if (!opts.db) await db.end();
   }
 }
@@ -123,6 +146,8 @@ export interface ReconcilerServiceOptions {
   intervalMs: number;
   /** Passed to every reconciliation (findingsDir, connections, …). */
   reconcile?: ServiceReconcileOptions;
+  /** Retention, pruning and cleanup after each round (none when absent). */
+  housekeeping?: HousekeepingOptions;
 }
 
 export interface ReconcilerService {
@@ -139,7 +164,9 @@ export function startReconcilerService(o: ReconcilerServiceOptions): ReconcilerS
 
   const runOnce = (): Promise<RoundResult> => {
     // One round at a time: the timer and a caller never reconcile the same release twice at once.
-    running ??= reconcilingRound(o.db, log, { reconcile: o.reconcile, stop: () => closing }).finally(() => (running = undefined));
+    running ??= reconcilingRound(o.db, log, { reconcile: o.reconcile, stop: () => closing })
+      .then(async (r) => (o.housekeeping && !closing ? { ...r, housekeeping: await housekeepingRound(o.db, log, o.housekeeping) } : r))
+      .finally(() => (running = undefined));
     return running;
   };
 

@@ -40,6 +40,10 @@ export const RELEASE_ACTIONS = {
   superseded: 'superseded',
   /** APPROVED → RECONCILIATION_REQUIRED: keys changed since the approved reconciliation do not match (cutover.ts). */
   cutoverTailMismatch: 'cutover-tail-mismatch',
+  /** SUPERSEDED → RETIRED with its generation (genfill.retire_generation, 0018). */
+  retire: 'retire',
+  /** Its queue, Redis keys and throttle row removed after its rollback window (genfill.record_release_cleanup, 0018). */
+  cleanup: 'cleanup',
 } as const;
 export type ReleaseAction = (typeof RELEASE_ACTIONS)[keyof typeof RELEASE_ACTIONS];
 
@@ -54,6 +58,10 @@ export const DATASET_ACTIONS = {
   ingestConflict: 'ingest-conflict',
   /** Tombstones older than GENFILL_TOMBSTONE_RETENTION dropped (genfill.ingress_compact_tombstones). */
   ingressCompact: 'ingress-compact',
+  /** A generation retired, with the reason readers are given (genfill.retire_generation, 0018). */
+  retire: 'retire',
+  /** A retired generation's table detached and dropped (genfill.record_generation_dropped, 0018). */
+  generationDropped: 'generation-dropped',
 } as const;
 export type DatasetAction = (typeof DATASET_ACTIONS)[keyof typeof DATASET_ACTIONS];
 

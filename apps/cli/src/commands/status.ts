@@ -164,7 +164,48 @@ function describeDatasetStatus(s: ProjectorStatus): string {
   if (s.oldestPrepared) lines.push(`  prepared transaction ${s.oldestPrepared.gid} (since ${s.oldestPrepared.prepared}, ${s.oldestPrepared.owner}) holds every frontier back`);
   lines.push(s.readers.length === 0 ? '  readers: no live reader lease' : `  readers: ${s.readers.length} live reader lease${s.readers.length === 1 ? '' : 's'}`);
   for (const r of s.readers) lines.push(`    generation ${r.generation}  holder ${r.holder}  by ${r.principal}  until ${r.expiresAt} (since ${r.takenAt})`);
+  lines.push(...describeRetention(s));
   return lines.join('\n');
+}
+
+function bytes(n: number | null): string {
+  if (n === null) return 'size unknown';
+  const units = ['B', 'kB', 'MB', 'GB', 'TB'];
+  let v = n;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return `${v.toFixed(u === 0 ? 0 : 1)} ${units[u]}`;
+}
+
+/** Retained generations (until when, why, size) and the change log's horizon with what holds it. */
+export function describeRetention(s: ProjectorStatus): string[] {
+  const lines: string[] = [];
+  const kept = s.retained ?? [];
+  lines.push(kept.length === 0 ? '  retained: no generation is kept after a switch' : `  retained: ${kept.length} generation${kept.length === 1 ? '' : 's'}`);
+  for (const g of kept) {
+    const left = g.leftBy ? `${g.leftBy === 'cancel' ? 'abandoned by the cancel of' : g.leftBy === 'cutover' ? 'replaced by' : 'rolled back:'} ${g.leftByRelease} at ${g.leftAt}` : 'no switch recorded';
+    if (g.state === 'RETIRED') {
+      const table = g.detachPending ? 'its table is detaching (pending: the reconciler finalizes it)' : g.tableAttached ? 'its table is still attached' : 'its table is detached, not dropped yet';
+      lines.push(`    ${g.generation}  RETIRED, ${table} — ${bytes(g.bytes)}; the reconciler drops it (it needs an owner connection: GENFILL_OWNER_DATABASE_URL or a login in genfill_owner)`);
+      continue;
+    }
+    lines.push(`    ${g.generation}  ${g.state}, ${left}; ${g.retirable ? 'retirable now: the reconciler retires it next round' : `kept until ${g.retainUntil ?? 'an operator decides'}`} — ${bytes(g.bytes)}`);
+    for (const h of g.holds) lines.push(`      why: ${h}`);
+  }
+  const h = s.logHorizon;
+  if (h) {
+    lines.push(`  log horizon ${h.horizon} (${h.ageSeconds.toFixed(1)} s behind); ${h.prunablePartitions} partition${h.prunablePartitions === 1 ? '' : 's'} below it still attached`);
+    for (const p of h.holders) lines.push(`    held by the ${p.kind} of ${p.dataset} ${p.subject}${p.since ? ` (since ${p.since})` : ''}`);
+    for (const t of h.transactions) {
+      const who = t.kind === 'prepared' ? `prepared transaction '${t.gid}' (xid ${t.xid}, owner ${t.role})` : `transaction ${t.xid} (pid ${t.pid}, ${t.role}${t.application ? `, ${t.application}` : ''}, ${t.sessionState})`;
+      lines.push(`    waits for ${who} running since ${t.started} (${t.ageSeconds.toFixed(0)} s): the log is kept from it on until it ends`);
+    }
+    if (h.lastPrune) lines.push(`    last pruned ${h.lastPrune.at}: ${h.lastPrune.what}${h.lastPrune.partition ? ` ${h.lastPrune.partition}` : ''}, ${h.lastPrune.rows} rows`);
+  }
+  return lines;
 }
 
 export function register(program: Command, run: (fn: (ctx: Context) => Promise<void>) => Promise<void>): void {
@@ -174,13 +215,13 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--json', 'print the full status as JSON (every partition included)')
     .option('--watch', 'redraw build progress (partitions, rows/s, ETA, failures, pause) until the release leaves BUILDING, then print the status')
     .option('--interval <seconds>', 'with --watch: time between redraws', parseSeconds, 2)
-    .option('--dataset <name>', 'show the live path of a dataset instead: projector lag, epoch and seal, lease, stops, flags, reader leases')
+    .option('--dataset <name>', 'show the live path of a dataset instead: projector lag, epoch and seal, lease, stops, flags, reader leases, retained generations, the log horizon')
     .action((release: string | undefined, opts: { json?: boolean; watch?: boolean; interval: number; dataset?: string }) =>
       run(async (ctx) => {
         const db = await ctx.db();
         if (opts.dataset) {
           if (release) throw new InvalidInputError([{ path: '--dataset', message: 'name a release or --dataset, not both' }]);
-          const s = await projectorStatus(db, opts.dataset);
+          const s = await projectorStatus(db, opts.dataset, { retention: true });
           if (!s) throw new NotFoundError(`dataset ${opts.dataset} does not exist`);
           if (opts.json) return json(ctx.io, s);
           return ctx.io.out(describeDatasetStatus(s));

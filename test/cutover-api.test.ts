@@ -56,7 +56,7 @@ describe('cutover and rollback as a person', () => {
       expect(bad.status).toBe(400);
       const dry = await post('/releases/api@1/cutover', { dryRun: true });
       expect(dry.status).toBe(200);
-      const d = await dry.json();
+      const d = (await dry.json()) as { checks: { name: string }[] };
       expect(d).toMatchObject({ dryRun: true, ok: true, principal: 'olga' });
       expect(d.checks.map((c: { name: string }) => c.name)).toEqual(['state', 'expected-generation', 'ingress', 'manifest', 'approvals', 'reconciliation-live', 'dependencies', 'projector']);
       expect(await one(`SELECT count(*)::int AS n FROM genfill.cutovers`)).toEqual({ n: 0 });
@@ -83,7 +83,7 @@ describe('cutover and rollback as a person', () => {
       expect(await again.json()).toMatchObject({ message: expect.stringMatching(/release api@1 is ROLLED_BACK: only the ACTIVE release is rolled back/) });
       const late = await post('/releases/api@1/cutover', { dryRun: true });
       expect(late.status).toBe(409);
-      expect((await late.json()).checks.find((c: { name: string }) => c.name === 'state')).toMatchObject({ ok: false, detail: expect.stringMatching(/is ROLLED_BACK/) });
+      expect(((await late.json()) as { checks: { name: string }[] }).checks.find((c) => c.name === 'state')).toMatchObject({ ok: false, detail: expect.stringMatching(/is ROLLED_BACK/) });
     } finally {
       await api.close();
       controller.abort();

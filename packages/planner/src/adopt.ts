@@ -154,11 +154,17 @@ async function move(db: Db, o: AdoptParsed, transformSql: string, transformDiges
 }
 
 /** Step 2: system columns and the partition bound, without blocking readers. */
+
+/** The unique index adopt builds concurrently on (generation, key…); it becomes the table's primary key. */
+function gfKeyIndex(o: Pick<AdoptParsed, 'dataset' | 'generation'>): string {
+  return quoteIdent(`${generationTable(o.dataset, o.generation).slice(0, 50)}_gf_key`);
+}
+
 async function shape(db: Db, o: AdoptParsed): Promise<void> {
   const t = qualifiedGenerationTable(o.dataset, o.generation);
   // The name genfill.add_generation looks for, so attach does not add a second CHECK.
   const check = quoteIdent(`gf_generation_${createHash('md5').update(o.generation).digest('hex')}`);
-  const index = quoteIdent(`${generationTable(o.dataset, o.generation).slice(0, 50)}_gf_key`);
+  const index = gfKeyIndex(o);
   const lit = (v: string) => `'${v.replace(/'/g, "''")}'`;
   // Constant defaults make ADD COLUMN a catalog change, not a rewrite.
   await db.query(
@@ -201,7 +207,13 @@ async function attach(db: Db, o: AdoptParsed, transformDigest: string): Promise<
       `SELECT conname FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'p'`,
       [t],
     );
-    if (pk[0] && !(await isAttached(conn, t))) await conn.query(`ALTER TABLE ${t} DROP CONSTRAINT ${quoteIdent(pk[0].conname)}`);
+    if (!(await isAttached(conn, t))) {
+      if (pk[0]) await conn.query(`ALTER TABLE ${t} DROP CONSTRAINT ${quoteIdent(pk[0].conname)}`);
+      // ATTACH reuses a partition's index for the parent's primary key only when it backs a
+      // primary key itself: a plain unique index is passed over and a second one built here,
+      // inside this transaction, with readers locked out — and then maintained on every write.
+      await conn.query(`ALTER TABLE ${t} ADD CONSTRAINT ${gfKeyIndex(o)} PRIMARY KEY USING INDEX ${gfKeyIndex(o)}`);
+    }
     await conn.query(
       `INSERT INTO genfill.generations (dataset, generation, state, transform_map) VALUES ($1, $2, 'ACTIVE', $3)`,
       [o.dataset, o.generation, JSON.stringify([{ from: null, to: null, transform: transformDigest, release: null }])],

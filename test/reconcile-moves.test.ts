@@ -78,6 +78,30 @@ describe('rows moving between partitions during the build', () => {
     ]);
   });
 
+  it('an update committed inside a partition\'s watermark is not applied twice; one committed after it is', async () => {
+    await plannedRelease(db, { id: 'wm@1', generation: 'g5', from: FROM, to: '2025-07-03T00:00:00Z' });
+    await startBuilding(db, 'wm@1');
+    await build('wm@1', '2025-07-01');
+    // Order 60 (day 2) changes before day 2 is built: inside its watermark. Order 10 (day 1) after day 1 was built.
+    await tdb.pool.query(`UPDATE public.orders SET amount_cents = amount_cents + 3 WHERE order_id = 60`);
+    await tdb.pool.query(`UPDATE public.orders SET amount_cents = amount_cents + 3 WHERE order_id = 10`);
+    await build('wm@1', '2025-07-02');
+    await buildAll(db, 'wm@1');
+    await drain();
+    const round = await catchupRound(db, 'wm@1');
+    // Both are consumed (CF starts at day 1's watermark); only order 10's is written.
+    expect(round).toMatchObject({ events: 2, upserted: 1, noops: 1, tombstones: 0 });
+    const rows = (await db.query(`SELECT order_id::int AS id, _gf_rev::int > 0 AS rewritten FROM ${candidate('g5')} WHERE order_id IN (10, 60) ORDER BY order_id`)).rows;
+    expect(rows).toEqual([
+      { id: 10, rewritten: true },
+      { id: 60, rewritten: false },
+    ]);
+    // The round's root still covers both pairs (recomputable from the log), and the candidate is right.
+    expect(round.root).not.toBe('0');
+    const r = await reconcile(db, 'wm@1');
+    expect(r.state).toBe('RECONCILED');
+  });
+
   it('a round records the newest receipt it has seen by id as a number, not as text', async () => {
     // 12 daily partitions and 2 carry chunks: receipt ids past 9, then past 10 in text order.
     await builtRelease(db, { id: 'many@1', generation: 'g4', from: '2025-07-01T00:00:00Z', to: '2025-07-13T00:00:00Z' });

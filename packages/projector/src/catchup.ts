@@ -37,6 +37,36 @@ function timesOfStaged(dataset: string, generation: string, key: string[], time:
            WHERE c.generation = '${generation.replace(/'/g, "''")}' AND ${key.map((k) => `c.${quoteIdent(k)} = k.${quoteIdent(k)}`).join(' AND ')}`;
 }
 
+/**
+ * Drop from the staged events those a partition's own build already held: the key's candidate
+ * row was written by that partition's build (or carry copy, or repair) and never since by
+ * catch-up (`_gf_rev` 0), and the event is visible in the watermark of the partition's current
+ * receipt — so the row already is the transform of this image or a later one. Re-applying it
+ * would rewrite the same row; it is a no-op instead (an update committed inside a partition's
+ * watermark is not applied twice, one committed after it is). The round's root still covers it.
+ */
+function heldByWatermarks(dataset: string, generation: string, key: string[], time: string, timeType: string, timezone: string): string {
+  const gen = qualifiedGenerationTable(dataset, generation);
+  const t = `c.${quoteIdent(time)}`;
+  const zone = `'${timezone.replace(/'/g, "''")}'`;
+  const instant =
+    timeType === 'timestamp with time zone' ? t : timeType === 'date' ? `(${t}::timestamp AT TIME ZONE ${zone})` : `(${t} AT TIME ZONE ${zone})`;
+  return `WITH b AS MATERIALIZED (
+      SELECT array_agg(p.lower ORDER BY p.lower) AS lo, array_agg(p.upper ORDER BY p.lower) AS hi, array_agg(w.watermark ORDER BY p.lower) AS wm
+        FROM genfill.partitions p
+        LEFT JOIN LATERAL (SELECT rc.watermark FROM genfill.receipts rc
+                            WHERE rc.release = p.release AND rc.partition = p.id AND NOT EXISTS (SELECT 1 FROM genfill.receipts n WHERE n.supersedes = rc.id)
+                            ORDER BY rc.id DESC LIMIT 1) w ON true
+       WHERE p.release = $1),
+    h AS (SELECT e.event_id, e.txid, width_bucket(${instant}, b.lo) AS i, ${instant} AS at
+            FROM ${EVENTS_TABLE} AS e, jsonb_populate_record(NULL::${gen}, e.key) AS k, ${gen} AS c, b
+           WHERE c.generation = '${generation.replace(/'/g, "''")}' AND ${key.map((k) => `c.${quoteIdent(k)} = k.${quoteIdent(k)}`).join(' AND ')}
+             AND c._gf_rev = 0 AND NOT c._gf_deleted)
+  DELETE FROM ${EVENTS_TABLE} AS e USING h, b
+   WHERE e.event_id = h.event_id AND h.i >= 1 AND (h.at < b.hi[h.i] OR b.hi[h.i] = '9999-12-31 00:00:00+00')
+     AND b.wm[h.i] IS NOT NULL AND pg_visible_in_snapshot(h.txid, b.wm[h.i])`;
+}
+
 /** States in which a candidate follows the live frontier (the state does not change). */
 const LIVE_STATES = ['BUILT', 'RECONCILED', 'APPROVED'];
 
@@ -139,6 +169,11 @@ async function oneRound(db: Db, release: string): Promise<CatchupRound> {
       // apply, and where they are after it (a moved row touches both).
       const times = timesOfStaged(ds.name, r.generation, ds.key, ds.time, ds.timeType, r.timezone);
       const before = (await conn.query<{ t: string[] }>(times)).rows[0]!.t;
+      // The root covers every (key, revision) the round consumed, held ones included: recomputable from the log.
+      const { rows: rootRow } = await conn.query<{ root: string }>(
+        `SELECT ${rootAgg(rowHashExpr(['key', 'revision'], 'e'))}::text AS root FROM ${EVENTS_TABLE} AS e`,
+      );
+      const held = (await conn.query(heldByWatermarks(ds.name, r.generation, ds.key, ds.time, ds.timeType, r.timezone), [release])).rowCount ?? 0;
       const q = applyStatement(ds);
       let row: ApplyRow;
       try {
@@ -151,10 +186,8 @@ async function oneRound(db: Db, release: string): Promise<CatchupRound> {
           `catch-up of ${release}: the transform ${row.fanout ? `produced key ${JSON.stringify(row.fanout[0])} more than once` : `changed key ${JSON.stringify(row.stray![0])}`}; nothing was applied`,
         );
       }
-      const { rows: rootRow } = await conn.query<{ root: string }>(
-        `SELECT ${rootAgg(rowHashExpr(['key', 'revision'], 'e'))}::text AS root FROM ${EVENTS_TABLE} AS e`,
-      );
-      const counts = countsOf(row);
+      const applied = countsOf(row);
+      const counts = { ...applied, events: applied.events + held, noops: applied.noops + held };
       const after = (await conn.query<{ t: string[] }>(times)).rows[0]!.t;
       const changed = counts.upserted + counts.flagged + counts.remembered > 0;
       const { rows: parts } = changed

@@ -359,7 +359,6 @@ if (args.json) {
       freezeMs: freeze,
       casMs: cas,
       floorMs: floor,
-      ratio: ratio.p50,
       ratioSpread: ratio,
       stepMedianMs: stepMedians,
       dominantFreezeStep: dominant,
@@ -372,6 +371,7 @@ if (args.json) {
       setupSeconds: setupMs / 1000,
       totalSeconds,
       runs,
+      ratio: ratio.p50,
     })}\n`,
   );
 }

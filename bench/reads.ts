@@ -2,8 +2,10 @@
 // cheapest read of the same rows in one run: `genfill diff` against one sequential scan of
 // both generations, and paging the whole generation with readPage against one SELECT of it.
 //
-//   npx tsx bench/reads.ts [--rows 1000000] [--page 10000] [--runs 3]
+//   npx tsx bench/reads.ts [--rows 1000000] [--page 10000] [--runs 3] [--json]
 //
+// With --json the progress goes to stderr and one JSON document to stdout: the figures, and
+// last `ratio`, the diff's time over one scan of both generations (paging's is paging.ratio).
 // Without DATABASE_URL it uses a database genfill_bench_reads, dropped and made again: a
 // dataset `big` built by hand (key id), generation g1 active and g2 a candidate in which a
 // third of the rows have another tax, a few keys only in g1 and a few only in g2, and a
@@ -15,7 +17,12 @@ import { createPool, migrate } from '@genfill/registry';
 import { benchDatabase } from './support.ts';
 
 const { values: args } = parseArgs({
-  options: { rows: { type: 'string', default: '1000000' }, page: { type: 'string', default: '10000' }, runs: { type: 'string', default: '3' } },
+  options: {
+    rows: { type: 'string', default: '1000000' },
+    page: { type: 'string', default: '10000' },
+    runs: { type: 'string', default: '3' },
+    json: { type: 'boolean', default: false },
+  },
 });
 const ROWS = Number(args.rows);
 const PAGE = Number(args.page);
@@ -24,6 +31,9 @@ const url = await benchDatabase('genfill_bench_reads', { fresh: !process.env.DAT
 const db = createPool({ DATABASE_URL: url.toString() } as never, 'bench-reads', 4);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const secs = (ms: number) => `${(ms / 1000).toFixed(2)}s`;
+const log = (line: string) => (args.json ? process.stderr : process.stdout).write(`${line}\n`);
+const r1 = (ms: number) => Math.round(ms * 10) / 10;
+const r3 = (v: number) => Math.round(v * 1000) / 1000;
 
 async function time(fn: () => Promise<unknown>): Promise<number> {
   const t = performance.now();
@@ -34,7 +44,7 @@ async function time(fn: () => Promise<unknown>): Promise<number> {
 await migrate(db);
 const exists = (await db.query(`SELECT 1 FROM genfill.releases WHERE id = 'big@1'`)).rowCount === 1;
 if (!exists) {
-  console.log(`preparing: ${ROWS.toLocaleString('en-US')} rows in each of g1 and g2`);
+  log(`preparing: ${ROWS.toLocaleString('en-US')} rows in each of g1 and g2`);
   const sha = `'sha256:' || encode(sha256(convert_to('SELECT 1', 'UTF8')), 'hex')`;
   await db.query(`
     CREATE TABLE public.big_shape (id bigint NOT NULL, created_at timestamptz NOT NULL, region text NOT NULL, amount bigint NOT NULL, tax bigint NOT NULL);
@@ -67,12 +77,13 @@ const scan = () =>
   db.query(`SELECT (SELECT count(*) FROM genfill_data.big WHERE generation = 'g1' AND NOT _gf_deleted), (SELECT count(*) FROM genfill_data.big WHERE generation = 'g2' AND NOT _gf_deleted)`);
 const diffs: number[] = [];
 const scans: number[] = [];
-let counts = '';
+let counts: Record<string, number> = {};
 for (let i = 0; i < RUNS; i++) {
   scans.push(await time(scan));
-  diffs.push(await time(async () => (counts = JSON.stringify((await diffRelease(db, 'big@1', { sample: 20 })).counts))));
+  diffs.push(await time(async () => (counts = (await diffRelease(db, 'big@1', { sample: 20 })).counts)));
 }
-console.log(`diff ${secs(median(diffs))} vs one scan of both generations ${secs(median(scans))}: ${(median(diffs) / median(scans)).toFixed(2)}× (${counts})`);
+const diffRatio = median(diffs) / median(scans);
+log(`diff ${secs(median(diffs))} vs one scan of both generations ${secs(median(scans))}: ${diffRatio.toFixed(2)}× (${JSON.stringify(counts)})`);
 
 const whole = () => db.query(`SELECT id, created_at, region, amount, tax FROM genfill_data.big WHERE generation = 'g1' AND NOT _gf_deleted ORDER BY id`);
 const paged = async () => {
@@ -91,7 +102,19 @@ for (let i = 0; i < RUNS; i++) {
   selects.push(await time(whole));
   pages.push(await time(paged));
 }
-console.log(
-  `paging g1 by ${PAGE.toLocaleString('en-US')} ${secs(median(pages))} vs one SELECT of it ${secs(median(selects))}: ${(median(pages) / median(selects)).toFixed(2)}×`,
-);
+const pagingRatio = median(pages) / median(selects);
+log(`paging g1 by ${PAGE.toLocaleString('en-US')} ${secs(median(pages))} vs one SELECT of it ${secs(median(selects))}: ${pagingRatio.toFixed(2)}×`);
 await db.end();
+if (args.json) {
+  process.stdout.write(
+    `${JSON.stringify({
+      rows: ROWS,
+      page: PAGE,
+      runs: RUNS,
+      // Medians of RUNS, ms; the per-run times beside them.
+      diff: { ms: r1(median(diffs)), scanMs: r1(median(scans)), ratio: r3(diffRatio), counts, runsMs: diffs.map(r1), scanRunsMs: scans.map(r1) },
+      paging: { ms: r1(median(pages)), selectMs: r1(median(selects)), ratio: r3(pagingRatio), runsMs: pages.map(r1), selectRunsMs: selects.map(r1) },
+      ratio: r3(diffRatio),
+    })}\n`,
+  );
+}

@@ -241,5 +241,9 @@ if (failures.length > 0) {
   for (const f of failures) log(`FAILED: ${f}`);
 }
 log(`runtime ${report.runtimeSeconds} s${owned && !args.keep ? `; dropped ${url.pathname.slice(1)}` : ''}`);
-if (args.json) process.stdout.write(`${JSON.stringify(report)}\n`);
+if (args.json) {
+  // `ratio` last, as in every bench's JSON (null when the bench failed before measuring it).
+  const { ratio, ...rest } = report;
+  process.stdout.write(`${JSON.stringify({ ...rest, ratio: ratio ?? null })}\n`);
+}
 process.exit(code);

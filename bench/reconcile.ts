@@ -2,7 +2,10 @@
 // reads — the source, its dependency tables, the old and the new generation — measured side
 // by side in one run (issue 6: target ≤ 2×, goal 1.5×), with the time of each check.
 //
-//   npx tsx bench/reconcile.ts [--rows 2000000] [--runs 3] [--connections 2] [--workers n]
+//   npx tsx bench/reconcile.ts [--rows 2000000] [--runs 3] [--connections 2] [--workers n] [--json]
+//
+// With --json the progress goes to stderr and one JSON document to stdout: the figures, and
+// last `ratio`, the reconcile's time over one scan of every relation (medians).
 //
 // Without DATABASE_URL it uses a database genfill_bench_reconcile, created on first use and
 // seeded by `genfill demo --rows <rows> --until build` (the demo's story up to a BUILT
@@ -31,14 +34,16 @@ const { values: args } = parseArgs({
     connections: { type: 'string', default: '2' },
     workers: { type: 'string' },
     rows: { type: 'string', default: '2000000' },
+    json: { type: 'boolean', default: false },
   },
 });
 const RELEASE = args.release!;
+const log = (line: string) => (args.json ? process.stderr : process.stdout).write(`${line}\n`);
 const RUNS = Math.max(1, Number(args.runs));
 const DATABASE_URL = (await benchDatabase('genfill_bench_reconcile')).toString();
 if (!process.env.DATABASE_URL) {
   // The demo's story up to a BUILT candidate; run again, it finds every step done.
-  console.log(`preparing: genfill demo --rows ${args.rows} --until build`);
+  log(`preparing: genfill demo --rows ${args.rows} --until build`);
   const dir = mkdtempSync(join(tmpdir(), 'genfill-bench-reconcile-demo-'));
   await cliRunner(benchEnv(new URL(DATABASE_URL), '{genfill-bench-reconcile}'))('demo', '--rows', args.rows!, '--until', 'build', '--no-throttle', '--dir', dir);
 }
@@ -78,7 +83,7 @@ async function ensureBuilt(): Promise<void> {
       const c = await claimPartition(db, { release: RELEASE, partition: p.id, worker: 'bench', leaseMs: 600_000 });
       if (c.kind === 'claimed') await buildPartition(db, { release: RELEASE, partition: p.id, attempt: c.attempt });
     }
-    console.log(`built ${rows.length} partitions in ${secs(performance.now() - t)}`);
+    log(`built ${rows.length} partitions in ${secs(performance.now() - t)}`);
     s = await subject();
   }
   if (s.state !== 'BUILT' && s.state !== 'RECONCILED') throw new Error(`release ${RELEASE} is ${s.state}: the bench needs it BUILT or RECONCILED`);
@@ -143,7 +148,7 @@ const relations = [
   qualifiedGenerationTable(s.dataset, s.generation),
 ];
 const dir = mkdtempSync(join(tmpdir(), 'genfill-bench-reconcile-'));
-console.log(
+log(
   `reconcile bench: ${RELEASE} (${s.dataset}/${s.generation} vs ${s.expected_active ?? 'none'}), ${RUNS} runs, ${cpus().length} CPUs, ` +
     `${args.connections} connections, parallel workers per pass: ${args.workers ?? 'server default'}`,
 );
@@ -168,19 +173,46 @@ for (let i = 0; i < RUNS; i++) {
   });
   totals.push(performance.now() - t);
   for (const [k, ms] of Object.entries(last.summary.timings)) (checks[k] ??= []).push(ms);
-  console.log(`  run ${i + 1}: scans ${secs(baselines.at(-1)!)}, reconcile ${secs(totals.at(-1)!)} → ${last.state}, ${last.findings.count} findings`);
+  log(`  run ${i + 1}: scans ${secs(baselines.at(-1)!)}, reconcile ${secs(totals.at(-1)!)} → ${last.state}, ${last.findings.count} findings`);
 }
 
 const base = median(baselines);
 const rec = median(totals);
-console.log('\nsequential scans (median)');
-for (const [r, ms] of Object.entries(scans)) console.log(`  ${r.padEnd(48)} ${secs(median(ms))}`);
-console.log(`  ${'total'.padEnd(48)} ${secs(base)}`);
+log('\nsequential scans (median)');
+for (const [r, ms] of Object.entries(scans)) log(`  ${r.padEnd(48)} ${secs(median(ms))}`);
+log(`  ${'total'.padEnd(48)} ${secs(base)}`);
 const floor = median(floors);
-console.log(`  ${'one row-hash pass over the candidate (floor)'.padEnd(48)} ${secs(floor)} = ${(floor / base).toFixed(2)}× the scans`);
-console.log('\nreconcile checks (median; each pass timed on its own, two connections share the snapshot)');
-for (const [k, ms] of Object.entries(checks)) console.log(`  ${k.padEnd(48)} ${secs(median(ms))}`);
+log(`  ${'one row-hash pass over the candidate (floor)'.padEnd(48)} ${secs(floor)} = ${(floor / base).toFixed(2)}× the scans`);
+log('\nreconcile checks (median; each pass timed on its own, two connections share the snapshot)');
+for (const [k, ms] of Object.entries(checks)) log(`  ${k.padEnd(48)} ${secs(median(ms))}`);
 const ratio = rec / base;
-console.log(`\nreconcile ${secs(rec)} vs scans ${secs(base)}: ${ratio.toFixed(2)}× (target ≤ 2×, goal 1.5×) — ${ratio <= 1.5 ? 'goal met' : ratio <= 2 ? 'target met' : 'OVER target'}`);
-console.log(`rows: ${last!.summary.rows.stored} stored, ${last!.summary.rows.dual} dual, ${last!.summary.rows.old} old; aggregate passes read ${last!.summary.rowsRead.aggregate} rows`);
+const r1 = (ms: number) => Math.round(ms * 10) / 10;
+const medians = (m: Record<string, number[]>) => Object.fromEntries(Object.entries(m).map(([k, ms]) => [k, r1(median(ms))]));
+log(`\nreconcile ${secs(rec)} vs scans ${secs(base)}: ${ratio.toFixed(2)}× (target ≤ 2×, goal 1.5×) — ${ratio <= 1.5 ? 'goal met' : ratio <= 2 ? 'target met' : 'OVER target'}`);
+log(`rows: ${last!.summary.rows.stored} stored, ${last!.summary.rows.dual} dual, ${last!.summary.rows.old} old; aggregate passes read ${last!.summary.rowsRead.aggregate} rows`);
 await db.end();
+if (args.json) {
+  process.stdout.write(
+    `${JSON.stringify({
+      release: RELEASE,
+      runs: RUNS,
+      cpus: cpus().length,
+      connections: Number(args.connections),
+      workersPerPass: args.workers !== undefined ? Number(args.workers) : null,
+      targets: { ratio: 2, ratioGoal: 1.5 },
+      state: last!.state,
+      findings: last!.findings.count,
+      // Medians of RUNS, ms.
+      scanMs: medians(scans),
+      scansTotalMs: r1(base),
+      hashFloorMs: r1(floor),
+      hashFloorOverScans: Math.round((floor / base) * 1000) / 1000,
+      checkMs: medians(checks),
+      reconcileMs: r1(rec),
+      runsMs: totals.map((ms, i) => ({ scans: r1(baselines[i]!), reconcile: r1(ms), hashFloor: r1(floors[i]!) })),
+      rows: last!.summary.rows,
+      rowsRead: last!.summary.rowsRead,
+      ratio: Math.round(ratio * 1000) / 1000,
+    })}\n`,
+  );
+}

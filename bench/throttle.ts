@@ -11,7 +11,10 @@
 // whatever decides it.
 //
 //   npx tsx bench/throttle.ts [--rows 4000000] [--seconds 60] [--rate 100] [--workers 2] [--concurrency 2]
-//                             [--budget-from canary|pgbench] [--canary-every 50] [--frontier 15000,35000]
+//                             [--budget-from canary|pgbench] [--canary-every 50] [--frontier 15000,35000] [--json]
+//
+// With --json the progress goes to stderr and one JSON document to stdout: every arm's figures,
+// and last `ratio`, (c)'s foreground p95 over the baseline p95.
 //
 // Uses DATABASE_URL (default: a database genfill_bench_throttle, created and seeded on first use) and REDIS_URL;
 // queue prefix {genfill-bench-throttle}. Not part of npm test.
@@ -37,6 +40,7 @@ const { values: args } = parseArgs({
     // How often the canary runs, in the workers and in the bench's own measurement of it.
     'canary-every': { type: 'string', default: '50' },
     frontier: { type: 'string', default: '' },
+    json: { type: 'boolean', default: false },
   },
 });
 const ROWS = Number(args.rows);
@@ -67,7 +71,7 @@ UPDATE pgbench_branches SET bbalance = bbalance + 0 WHERE bid = (SELECT 1 + (ran
 INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 1, 1, 0, now());
 COMMIT`;
 
-const log = (line: string) => process.stdout.write(`${line}\n`);
+const log = (line: string) => (args.json ? process.stderr : process.stdout).write(`${line}\n`);
 
 function quantile(xs: number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -205,7 +209,7 @@ const frontier = [];
 for (const r of args.frontier!.split(',').filter(Boolean).map(Number)) {
   const f = await arm(db, 'f', { throttle: true, foregroundP95Ms: 1000, maxRowsPerSecond: r, workers: WORKERS });
   log(`(f) cap ${r} rows/s done: p95 ${f.p95.toFixed(2)} ms, ${Math.round(f.rowsPerSecond)} rows/s`);
-  frontier.push({ ...f, label: `(f) held at ${r.toLocaleString('en-US')} rows/s` });
+  frontier.push({ ...f, cap: r, label: `(f) held at ${r.toLocaleString('en-US')} rows/s` });
 }
 // The baseline again, last: one (a) on a shared machine can be an outlier, and the ratios
 // below use the lower of the two p95s, so a noisy first (a) cannot make (c) look good.
@@ -229,3 +233,44 @@ log(`baseline p95: ${base.toFixed(2)} ms, the lower of the two (a) arms`);
 log(`(c)/(a) p95: ${(c.p95 / base).toFixed(2)} (target ≤ 1.25); (c)/(b) rows/s: ${(c.rowsPerSecond / Math.max(1, b.rowsPerSecond)).toFixed(2)} (target ≥ 0.5)`);
 for (const f of frontier) log(`${f.label}: p95 ${(f.p95 / base).toFixed(2)} × (a) at ${(f.rowsPerSecond / Math.max(1, b.rowsPerSecond)).toFixed(2)} × (b)'s rows/s`);
 await db.end();
+if (args.json) {
+  const r2 = (v: number) => Math.round(v * 100) / 100;
+  const r3 = (v: number) => Math.round(v * 1000) / 1000;
+  const arms = (x: Awaited<ReturnType<typeof arm>>) => ({
+    tx: x.tx,
+    p50Ms: r2(x.p50),
+    p95Ms: r2(x.p95),
+    p99Ms: r2(x.p99),
+    canaryP95Ms: r2(x.canaryP95),
+    buildRowsPerSecond: Math.round(x.rowsPerSecond),
+    ...(x.decisions ? { decisions: x.decisions } : {}),
+  });
+  process.stdout.write(
+    `${JSON.stringify({
+      rows: ROWS,
+      seconds: SECONDS,
+      rate: RATE,
+      workers: WORKERS,
+      concurrency: CONCURRENCY,
+      canaryEveryMs: CANARY_EVERY,
+      budgetFrom: BUDGET_FROM,
+      budgetMs: r2(budget),
+      targets: { p95Ratio: 1.25, rowsRatio: 0.5 },
+      arms: {
+        a: arms(a),
+        b: arms(b),
+        c: arms(c),
+        frontier: frontier.map((f) => ({
+          capRowsPerSecond: f.cap,
+          ...arms(f),
+          p95Ratio: r3(f.p95 / base),
+          rowsRatio: r3(f.rowsPerSecond / Math.max(1, b.rowsPerSecond)),
+        })),
+        aAgain: arms(a2),
+      },
+      baselineP95Ms: r2(base),
+      rowsRatio: r3(c.rowsPerSecond / Math.max(1, b.rowsPerSecond)),
+      ratio: r3(c.p95 / base),
+    })}\n`,
+  );
+}

@@ -397,6 +397,8 @@ if (args.json) {
       setupSeconds: setupMs / 1000,
       totalSeconds,
       runs: rounds,
+      // The headline comparison: the replay's time over the bare write of its rows (median).
+      ratio: ratio.p50,
     })}\n`,
   );
 }

@@ -125,6 +125,16 @@ describe('tokens and roles', () => {
     expect(one.status).toBe(200);
     expect(one.body).toEqual(JSON.parse((await cli('status', RELEASE, '--json')).stdout));
     expect(one.body).toMatchObject({ release: RELEASE, state: 'BUILDING', paused: { operator: false } });
+    expect(one.body.partitions).toBeUndefined();
+    // The partitions, one page of them, as `--partitions` lists them.
+    const page = await call('GET', `/releases/${encodeURIComponent(RELEASE)}?partitions=PENDING&page=2&pageSize=4`, { token: TOKENS.vera });
+    expect(page.status).toBe(200);
+    expect(page.body).toEqual(JSON.parse((await cli('status', RELEASE, '--json', '--partitions', 'PENDING', '--page', '2', '--page-size', '4')).stdout));
+    expect(page.body.page).toEqual({ number: 2, size: 4, total: 10, pages: 3, status: 'PENDING' });
+    expect(page.body.partitions.map((p: { seq: number; status: string }) => [p.seq, p.status])).toEqual([[4, 'PENDING'], [5, 'PENDING'], [6, 'PENDING'], [7, 'PENDING']]);
+    const bad = await call('GET', `/releases/${encodeURIComponent(RELEASE)}?partitions=DONE&pageSize=20000`, { token: TOKENS.vera });
+    expect(bad.status).toBe(400);
+    expect(bad.body.message).toMatch(/query\.partitions: expected one of PENDING, RUNNING, BUILT, FAILED or all, got 'DONE'\nquery\.pageSize: expected a whole number from 1 to 10,000/);
   });
 
   it('refuses to start when one token is given to two subjects: who did it would be a guess', async () => {

@@ -209,8 +209,13 @@ describe('status', () => {
     expect(human.stdout).toMatch(/state\s+BUILDING/);
     expect(human.stdout).toMatch(/partitions\s+365 \(PENDING 365\)/);
     expect(human.stdout).toMatch(/plan\s+DRAFT → SNAPSHOT_PINNED\s+by postgres/);
-    const res = await cli('status', 'orders-g1@1', '--json');
+    // By default a summary without the partitions; --partitions lists them (one page of 1,000).
+    const summary = JSON.parse((await cli('status', 'orders-g1@1', '--json')).stdout);
+    expect(summary.partitions).toBeUndefined();
+    expect(summary).toMatchObject({ counts: { PENDING: 365 }, summary: { byKind: { build: { PENDING: 365 } }, failed: { ranges: [], moreRanges: 0 }, slowest: [] } });
+    const res = await cli('status', 'orders-g1@1', '--json', '--partitions');
     const s = JSON.parse(res.stdout);
+    expect(s.page).toEqual({ number: 1, size: 1000, total: 365, pages: 1, status: null });
     expect(s.partitions).toHaveLength(365);
     expect(s.partitions[0]).toMatchObject({ id: expect.stringMatching(/^b-20250701T000000Z$/), status: 'PENDING', attempt: 0, kind: 'build' });
     expect(s.history.map((h: { action: string }) => h.action)).toEqual(['submit', 'plan', 'build']);

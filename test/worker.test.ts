@@ -100,12 +100,17 @@ describe('genfill worker', { timeout: 150_000 }, () => {
     await assertBuiltOnce('two@1', 'orders_two');
     const by = await one(`SELECT count(DISTINCT leased_by)::int AS n FROM genfill.partitions WHERE release = 'two@1'`);
     expect(by.n).toBe(2);
-    // status --json carries each partition's state, attempt, rows, roots, timings and reason.
-    const st = JSON.parse((await cli('status', 'two@1', '--json')).stdout);
+    // status --json --partitions carries each partition's state, attempt, rows, roots, timings and reason.
+    const st = JSON.parse((await cli('status', 'two@1', '--json', '--partitions')).stdout);
     const p0 = st.partitions[0];
     expect(p0).toMatchObject({ status: 'BUILT', attempt: 1, reason: null, receipt: { kind: 'build', rowsOut: expect.any(Number), keyRoot: expect.stringMatching(/^\d+$/), rowRoot: expect.stringMatching(/^\d+$/) } });
     expect(p0.receipt.rowsOut).toBe(p0.receipt.rowsIn);
     expect(Object.keys(p0.receipt.timingsMs)).toEqual(expect.arrayContaining(['claim', 'statement', 'fence', 'total']));
+    // The summary names the slowest built partitions by their receipt's timings.total, slowest first.
+    const { slowest } = JSON.parse((await cli('status', 'two@1', '--json')).stdout).summary;
+    const byTotal = [...st.partitions].sort((a, b) => b.receipt.timingsMs.total - a.receipt.timingsMs.total || a.seq - b.seq);
+    expect(slowest.map((s: { id: string }) => s.id)).toEqual(byTotal.slice(0, 10).map((p) => p.id));
+    expect(slowest[0]).toEqual({ id: byTotal[0].id, seq: byTotal[0].seq, kind: 'build', attempt: 1, totalMs: byTotal[0].receipt.timingsMs.total, rowsIn: byTotal[0].receipt.rowsIn, rowsOut: byTotal[0].receipt.rowsOut });
   });
 
   it('completes with one receipt per partition when workers are SIGKILLed mid-partition, again and again', async () => {
@@ -196,7 +201,7 @@ describe('genfill worker', { timeout: 150_000 }, () => {
       );
       const failed = await one(`SELECT min(reason) AS r FROM genfill.partitions WHERE release = 'retry@1'`);
       expect(failed.r).toBe('DEPENDENCY_CHANGED');
-      const st = JSON.parse((await cli('status', 'retry@1', '--json')).stdout);
+      const st = JSON.parse((await cli('status', 'retry@1', '--json', '--partitions')).stdout);
       expect(st.partitions[0]).toMatchObject({ status: 'FAILED', reason: 'DEPENDENCY_CHANGED', receipt: null });
       expect(st.partitions[0].evidence.changed[0].relation).toBe('public.tax_rates');
     } finally {

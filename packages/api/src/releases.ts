@@ -1,4 +1,4 @@
-// GET /releases, GET /releases/:id (the data of `genfill status --json`), the operator verbs
+// GET /releases, GET /releases/:id (the data of `genfill status --json`, paged partitions on request), the operator verbs
 // POST /releases/:id/{pause,resume,cancel,seal,unseal,catchup} and the approver's POST /releases/:id/approve. The verbs do what the CLI does — registry
 // first, then the BullMQ queue as a best-effort mirror — with the token's subject recorded
 // as the principal and `via: api` in the log detail.
@@ -11,7 +11,7 @@ const REQUEST_WAIT_MS = 60_000;
 import type { Logger } from '@genfill/observability';
 import { cancelRelease, mirrorPause, removeReleaseQueue, setOperatorPause, type Actor, type Dispatcher } from '@genfill/planner';
 import { asRedisUnavailable, redisAnswers, withDeadline } from '@genfill/queue';
-import { approveVerb, asPrincipal, awaitRequest, releaseList, releaseStatus, submitRequest, type Db } from '@genfill/registry';
+import { approveVerb, asPrincipal, awaitRequest, parsePartitionListing, releaseList, releaseStatus, submitRequest, type Db } from '@genfill/registry';
 import { requirePermission, requirePrincipal } from './auth.ts';
 import type { ReleaseQueues } from './queues.ts';
 
@@ -86,8 +86,21 @@ export function releaseRoutes(deps: ReleaseDeps): Router {
     res.json(await releaseList(db));
   });
 
+  // The summary of `genfill status --json`; ?partitions=STATUS|all&page=&pageSize= adds one page
+  // of the partitions, as --partitions does.
   router.get('/releases/:id', read, async (req, res) => {
-    res.json(await releaseStatus(db, idOf(req)));
+    const id = idOf(req);
+    const q = (name: string): string | undefined => {
+      const v = req.query[name];
+      if (v === undefined) return undefined;
+      if (typeof v !== 'string') throw new InvalidInputError([{ path: `query.${name}`, message: 'give it once, as a single value' }]);
+      return v;
+    };
+    const listing = parsePartitionListing(
+      { partitions: q('partitions'), page: q('page'), pageSize: q('pageSize') },
+      { partitions: 'query.partitions', page: 'query.page', pageSize: 'query.pageSize' },
+    );
+    res.json(await releaseStatus(db, id, listing ? { partitions: listing } : {}));
   });
 
   for (const paused of [true, false]) {

@@ -48,12 +48,18 @@ export { findOverlapping, findRelease, getRelease, insertRelease, type ReleaseRo
 export {
   latestThrottleDecision,
   oldestPreparedTransaction,
+  PARTITION_PAGE,
+  PARTITION_STATUSES,
+  type PartitionListing,
+  type PartitionStatus,
+  parsePartitionListing,
   type PreparedTransactions,
   receiptSummary,
   type ReceiptSummary,
   releaseList,
   type ReleaseStatus,
   releaseStatus,
+  STATUS_LIMITS,
   type ThrottleDecisionSummary,
 } from './status.ts';
 export { casTransition, commitPartition, type PartitionCommit, setThrottlePause } from './transitions.ts';

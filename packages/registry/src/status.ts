@@ -1,8 +1,65 @@
-// The read model behind `genfill status` and (later) GET /releases/:id, read in one snapshot.
+// The read model behind `genfill status` and GET /releases/:id, read in one snapshot.
+//
+// Its size does not grow with the release (issue 19: a ten-year hourly release has 87,672
+// partitions, and listing them all made `status --json` 31 MB and 4 s). By default it carries a
+// summary computed in SQL — counts by status and kind, the failed and running partitions as
+// ranges of consecutive seq (gaps and islands), the slowest built ones — and the latest history
+// entries with a count; the partitions themselves only as one page asked for by status.
+import { InvalidInputError } from '@genfill/contracts';
 import { withTransaction, type Conn, type Db } from './db.ts';
-import { findManifest, listPartitions, partitionCounts, dependencyPins } from './manifest.ts';
-import { releaseLog } from './log.ts';
+import { findManifest, dependencyPins, type PartitionRow } from './manifest.ts';
 import { getRelease, listReleases } from './releases.ts';
+
+/** How many ranges of failed (and of running) partitions, slowest partitions and history entries a status shows. */
+export const STATUS_LIMITS = { ranges: 20, slowest: 10, history: 100, detailPartitions: 20 } as const;
+/** The page size of a partition listing: its default and its largest. */
+export const PARTITION_PAGE = { size: 1000, maxSize: 10_000 } as const;
+export const PARTITION_STATUSES = ['PENDING', 'RUNNING', 'BUILT', 'FAILED'] as const;
+export type PartitionStatus = (typeof PARTITION_STATUSES)[number];
+
+/** Which partitions a status lists: those of one status (or all, null), one page of them by seq. */
+export interface PartitionListing {
+  status: PartitionStatus | null;
+  page: number;
+  pageSize: number;
+}
+
+/**
+ * A partition listing as the CLI and the API receive it: `partitions` is a status, `all`, or
+ * `true` (the CLI's bare `--partitions`); page and page size are decimal strings. Undefined when
+ * no listing is asked for; InvalidInputError naming each problem (by the caller's own names)
+ * when the input is wrong, before anything is read.
+ */
+export function parsePartitionListing(
+  input: { partitions?: string | boolean; page?: string; pageSize?: string },
+  names: { partitions: string; page: string; pageSize: string },
+): PartitionListing | undefined {
+  const problems: { path: string; message: string }[] = [];
+  const int = (v: string | undefined, name: string, dflt: number, max: number): number => {
+    if (v === undefined) return dflt;
+    const n = /^\d{1,9}$/.test(v.trim()) ? Number(v.trim()) : NaN;
+    if (!Number.isInteger(n) || n < 1 || n > max) problems.push({ path: name, message: `expected a whole number from 1 to ${max.toLocaleString('en-US')}, got '${v}'` });
+    return n;
+  };
+  const want = input.partitions;
+  if (want === undefined || want === false) {
+    for (const [k, name] of [['page', names.page], ['pageSize', names.pageSize]] as const) {
+      if (input[k] !== undefined) problems.push({ path: name, message: `pages a partition listing: add ${names.partitions} [STATUS]` });
+    }
+    if (problems.length) throw new InvalidInputError(problems);
+    return undefined;
+  }
+  let status: PartitionStatus | null = null;
+  if (typeof want === 'string' && want.toLowerCase() !== 'all') {
+    const upper = want.toUpperCase() as PartitionStatus;
+    if (PARTITION_STATUSES.includes(upper)) status = upper;
+    else problems.push({ path: names.partitions, message: `expected one of ${PARTITION_STATUSES.join(', ')} or all, got '${want}'` });
+  }
+  const page = int(input.page, names.page, 1, 1_000_000_000 - 1);
+  const pageSize = int(input.pageSize, names.pageSize, PARTITION_PAGE.size, PARTITION_PAGE.maxSize);
+  if (problems.length) throw new InvalidInputError(problems);
+  return { status, page, pageSize };
+}
 
 function iso(d: Date | null): string | null {
   return d ? d.toISOString() : null;
@@ -126,13 +183,165 @@ async function liveOf(conn: Conn, id: string, expectedActive: string | null, has
   };
 }
 
-export async function releaseStatus(db: Db, id: string) {
+/** Counts by status, and by kind then status, in one scan. */
+async function partitionCountsByKind(conn: Conn, id: string) {
+  const { rows } = await conn.query<{ kind: string; status: string; n: number }>(
+    'SELECT kind, status, count(*)::int AS n FROM genfill.partitions WHERE release = $1 GROUP BY kind, status ORDER BY kind, status',
+    [id],
+  );
+  const counts: Record<string, number> = {};
+  const byKind: Record<string, Record<string, number>> = {};
+  for (const r of rows) {
+    counts[r.status] = (counts[r.status] ?? 0) + r.n;
+    (byKind[r.kind] ??= {})[r.status] = r.n;
+  }
+  return { counts, byKind };
+}
+
+/**
+ * The failed and running partitions as ranges of consecutive seq (gaps and islands: within one
+ * status, seq minus its row number is constant along a run), the first `limit` of each status
+ * by seq, each with its first and last partition and the first one's reason and attempt.
+ */
+async function partitionRanges(conn: Conn, id: string, limit: number) {
+  const { rows } = await conn.query<{
+    status: 'FAILED' | 'RUNNING'; first_seq: number; last_seq: number; n: number; islands: number;
+    first_id: string; last_id: string; reason: string | null; attempt: number; reasons: number;
+  }>(
+    `WITH p AS (
+       SELECT status, seq, seq - row_number() OVER (PARTITION BY status ORDER BY seq) AS grp
+         FROM genfill.partitions WHERE release = $1 AND status IN ('FAILED', 'RUNNING')),
+     islands AS (
+       SELECT status, min(seq) AS first_seq, max(seq) AS last_seq, count(*)::int AS n FROM p GROUP BY status, grp),
+     ranked AS (
+       SELECT i.*, row_number() OVER (PARTITION BY status ORDER BY first_seq) AS k, count(*) OVER (PARTITION BY status)::int AS islands FROM islands i)
+     SELECT r.status, r.first_seq, r.last_seq, r.n, r.islands, a.id AS first_id, b.id AS last_id, a.reason, a.attempt,
+            (SELECT count(DISTINCT x.reason)::int FROM genfill.partitions x
+              WHERE x.release = $1 AND x.seq BETWEEN r.first_seq AND r.last_seq) AS reasons
+       FROM ranked r
+       JOIN genfill.partitions a ON a.release = $1 AND a.seq = r.first_seq
+       JOIN genfill.partitions b ON b.release = $1 AND b.seq = r.last_seq
+      WHERE r.k <= $2
+      ORDER BY r.status, r.first_seq`,
+    [id, limit],
+  );
+  const of = (status: 'FAILED' | 'RUNNING') => {
+    const mine = rows.filter((r) => r.status === status);
+    const total = mine[0]?.islands ?? 0;
+    return {
+      ranges: mine.map((r) => ({
+        first: r.first_id,
+        last: r.last_id,
+        seq: { first: r.first_seq, last: r.last_seq },
+        partitions: r.n,
+        reason: r.reason,
+        attempt: r.attempt,
+        /** How many distinct reasons the range holds (the first one is `reason`). */
+        reasons: r.reasons,
+      })),
+      totalRanges: total,
+      moreRanges: Math.max(0, total - mine.length),
+    };
+  };
+  return { failed: of('FAILED'), running: of('RUNNING') };
+}
+
+/** The slowest built partitions by their current receipt's timings.total. */
+async function slowestPartitions(conn: Conn, id: string, limit: number) {
+  const { rows } = await conn.query<{ id: string; seq: number; kind: string; attempt: number; total_ms: number; rows_in: string; rows_out: string }>(
+    `SELECT p.id, p.seq, p.kind, p.attempt, (r.timings->>'total')::float8 AS total_ms, r.rows_in::text, r.rows_out::text
+       FROM genfill.partitions p
+       JOIN genfill.receipts r ON r.release = p.release AND r.partition = p.id
+      WHERE p.release = $1 AND p.status = 'BUILT' AND r.timings ? 'total'
+        AND NOT EXISTS (SELECT 1 FROM genfill.receipts s WHERE s.supersedes = r.id)
+      ORDER BY (r.timings->>'total')::float8 DESC, p.seq
+      LIMIT $2`,
+    [id, limit],
+  );
+  return rows.map((r) => ({ id: r.id, seq: r.seq, kind: r.kind, attempt: r.attempt, totalMs: r.total_ms, rowsIn: Number(r.rows_in), rowsOut: Number(r.rows_out) }));
+}
+
+/** One page of a release's partitions by seq, each with its current receipt. */
+async function partitionPage(conn: Conn, id: string, l: PartitionListing) {
+  const { rows } = await conn.query<PartitionRow>(
+    `SELECT p.release, p.id, p.seq, p.kind, p.lower, p.upper, p.status, p.attempt, p.est_rows, p.reason, p.evidence, p.updated_at,
+            (SELECT jsonb_build_object('id', r.id::text, 'rows_in', r.rows_in::text, 'rows_out', r.rows_out::text,
+                                       'key_root', r.key_root::text, 'row_root', r.row_root::text,
+                                       'watermark', r.watermark::text, 'timings', r.timings, 'kind', r.kind)
+               FROM genfill.receipts r
+              WHERE r.release = p.release AND r.partition = p.id
+                AND NOT EXISTS (SELECT 1 FROM genfill.receipts s WHERE s.supersedes = r.id)) AS receipt
+       FROM genfill.partitions p
+      WHERE p.release = $1 AND ($2::text IS NULL OR p.status = $2)
+      ORDER BY p.seq
+      LIMIT $3 OFFSET $4`,
+    [id, l.status, l.pageSize, (l.page - 1) * l.pageSize],
+  );
+  return rows.map((p) => ({
+    id: p.id,
+    seq: p.seq,
+    kind: p.kind,
+    lower: iso(p.lower),
+    upper: iso(p.upper),
+    status: p.status,
+    attempt: p.attempt,
+    estRows: p.est_rows === null ? null : Number(p.est_rows),
+    reason: p.reason,
+    evidence: p.evidence,
+    updatedAt: iso(p.updated_at),
+    receipt: p.receipt
+      ? {
+          id: p.receipt.id,
+          kind: p.receipt.kind,
+          rowsIn: Number(p.receipt.rows_in),
+          rowsOut: Number(p.receipt.rows_out),
+          keyRoot: p.receipt.key_root,
+          rowRoot: p.receipt.row_root,
+          watermark: p.receipt.watermark,
+          timingsMs: p.receipt.timings,
+        }
+      : null,
+  }));
+}
+
+/**
+ * The latest `limit` log entries, oldest first, and how many there are. A requeue logs every
+ * partition it bumped; past `detailPartitions` its detail keeps the first ones and their count.
+ */
+async function historyOf(conn: Conn, id: string, limit: number, detailPartitions: number) {
+  const { rows } = await conn.query<{ action: string; from_state: string | null; to_state: string | null; principal: string; at: Date; reason: string | null; detail: unknown }>(
+    `SELECT action, from_state, to_state, principal, at, reason,
+            CASE WHEN jsonb_typeof(detail->'partitions') = 'array' AND jsonb_array_length(detail->'partitions') > $3
+                 THEN (detail - 'partitions' - 'previous') || jsonb_build_object(
+                        'partitions', (SELECT jsonb_agg(e.x ORDER BY e.i) FROM jsonb_array_elements(detail->'partitions') WITH ORDINALITY AS e(x, i) WHERE e.i <= $3),
+                        'partitionCount', jsonb_array_length(detail->'partitions'),
+                        'truncated', true)
+                 ELSE detail END AS detail
+       FROM (SELECT * FROM genfill.release_log WHERE release = $1 ORDER BY id DESC LIMIT $2) l
+      ORDER BY id`,
+    [id, limit, detailPartitions],
+  );
+  const { rows: n } = await conn.query<{ n: number }>('SELECT count(*)::int AS n FROM genfill.release_log WHERE release = $1', [id]);
+  return {
+    entries: rows.map((l) => ({ action: l.action, from: l.from_state, to: l.to_state, principal: l.principal, at: iso(l.at), reason: l.reason, detail: l.detail })),
+    total: n[0]!.n,
+  };
+}
+
+/**
+ * A release's status. `partitions` lists one page of its partitions (the summary is always
+ * there); without it the answer carries no partition list and stays small at any size.
+ */
+export async function releaseStatus(db: Db, id: string, opts: { partitions?: PartitionListing } = {}) {
   return withTransaction(
     db,
     async (conn) => {
       const r = await getRelease(conn, id);
       const manifest = await findManifest(conn, id);
-      const parts = manifest ? await listPartitions(conn, id) : [];
+      const { counts, byKind } = manifest ? await partitionCountsByKind(conn, id) : { counts: {}, byKind: {} };
+      const history = await historyOf(conn, id, STATUS_LIMITS.history, STATUS_LIMITS.detailPartitions);
+      const listing = opts.partitions;
+      const total = listing ? (listing.status ? (counts[listing.status] ?? 0) : Object.values(counts).reduce((a, b) => a + b, 0)) : 0;
       return {
         release: r.id,
         state: r.state,
@@ -158,49 +367,31 @@ export async function releaseStatus(db: Db, id: string) {
               createdAt: iso(manifest.created_at),
             }
           : null,
-        counts: manifest ? await partitionCounts(conn, id) : {},
+        counts,
         // The live path of the candidate: its catch-up frontier and latest round, and whether it
         // can ever be cut over (a release planned before carry partitions existed cannot).
-        live: await liveOf(conn, id, r.expected_active, manifest !== null && parts.some((p) => p.kind === 'carry')),
+        live: await liveOf(conn, id, r.expected_active, manifest !== null && byKind.carry !== undefined),
         // Its cutovers and rollbacks (genfill.cutovers): each attempt, how it ended, the freeze.
         switches: await switchesOf(conn, id),
         dependencies: await dependencyPins(conn, id),
         throttle: await latestThrottleDecision(conn, id),
         preparedTransactions: await oldestPreparedTransaction(conn),
-        partitions: parts.map((p) => ({
-          id: p.id,
-          seq: p.seq,
-          kind: p.kind,
-          lower: iso(p.lower),
-          upper: iso(p.upper),
-          status: p.status,
-          attempt: p.attempt,
-          estRows: p.est_rows === null ? null : Number(p.est_rows),
-          reason: p.reason,
-          evidence: p.evidence,
-          updatedAt: iso(p.updated_at),
-          receipt: p.receipt
-            ? {
-                id: p.receipt.id,
-                kind: p.receipt.kind,
-                rowsIn: Number(p.receipt.rows_in),
-                rowsOut: Number(p.receipt.rows_out),
-                keyRoot: p.receipt.key_root,
-                rowRoot: p.receipt.row_root,
-                watermark: p.receipt.watermark,
-                timingsMs: p.receipt.timings,
-              }
-            : null,
-        })),
-        history: (await releaseLog(conn, id)).map((l) => ({
-          action: l.action,
-          from: l.from_state,
-          to: l.to_state,
-          principal: l.principal,
-          at: iso(l.at),
-          reason: l.reason,
-          detail: l.detail,
-        })),
+        summary: manifest
+          ? {
+              byKind,
+              ...(await partitionRanges(conn, id, STATUS_LIMITS.ranges)),
+              slowest: await slowestPartitions(conn, id, STATUS_LIMITS.slowest),
+            }
+          : null,
+        ...(listing
+          ? {
+              partitions: manifest ? await partitionPage(conn, id, listing) : [],
+              page: { number: listing.page, size: listing.pageSize, total, pages: Math.ceil(total / listing.pageSize), status: listing.status },
+            }
+          : {}),
+        /** The latest entries (at most STATUS_LIMITS.history), oldest first; historyTotal counts them all. */
+        history: history.entries,
+        historyTotal: history.total,
       };
     },
     'REPEATABLE READ',

@@ -7,6 +7,9 @@ import { formatDuration, progressLine, ProgressMeter, releaseProgress, type Prog
 import {
   latestThrottleDecision,
   oldestPreparedTransaction,
+  PARTITION_PAGE,
+  PARTITION_STATUSES,
+  parsePartitionListing,
   type PreparedTransactions,
   releaseList,
   releaseStatus,
@@ -58,9 +61,7 @@ export function describeStatus(s: ReleaseStatus): string {
       `coverage    ${c.contiguous && c.exactEnds && c.gaps === 0 && c.overlaps === 0 ? 'proved' : 'FAILED'} — boundaries ${s.manifest.boundariesSha256}`,
     );
     for (const d of s.dependencies) lines.push(`dependency  ${d.relation}: ${d.row_count} rows, hash ${d.content_hash}`);
-    const failed = s.partitions.filter((p) => p.status === 'FAILED');
-    for (const p of failed.slice(0, 20)) lines.push(`  FAILED ${p.id} attempt ${p.attempt}: ${p.reason}`);
-    if (failed.length > 20) lines.push(`  … and ${failed.length - 20} more failed partitions (see --json)`);
+    if (s.summary) lines.push(...describeSummary(s.release, s.summary));
     if (s.live.floor) lines.push(`floor       ${s.live.floor}`);
     if (s.live.catchupFrontier) lines.push(`catch-up    frontier ${s.live.catchupFrontier}`);
     const r = s.live.lastRound as { id: number; events: number; upserted: number; tombstones: number; noops: number; at: string; toBarrier: boolean } | null;
@@ -78,11 +79,65 @@ export function describeStatus(s: ReleaseStatus): string {
         `${w.reason ? ` — ${w.reason}` : ''}`,
     );
   }
-  lines.push('history');
+  lines.push(s.historyTotal > s.history.length ? `history     (the latest ${s.history.length} of ${s.historyTotal} entries)` : 'history');
   for (const h of s.history) {
     lines.push(`  ${h.at}  ${h.action.padEnd(8)} ${h.from ?? ''}${h.from || h.to ? ' → ' : ''}${h.to ?? ''}  by ${h.principal}${h.reason ? ` (${h.reason})` : ''}`);
   }
+  if (s.partitions && s.page) lines.push(...describePage(s.partitions, s.page));
   return lines.join('\n');
+}
+
+type Summary = NonNullable<ReleaseStatus['summary']>;
+type Range = Summary['failed']['ranges'][number];
+
+function rangeLine(status: string, r: Range): string {
+  const span = r.partitions === 1 ? r.first : `${r.first} … ${r.last} (${r.partitions} partitions)`;
+  const why = r.reason ? `: ${r.reason}${r.reasons > 1 ? ` (and ${r.reasons - 1} other reason${r.reasons > 2 ? 's' : ''})` : ''}` : '';
+  return `  ${status.padEnd(7)} ${span}, attempt ${r.attempt}${why}`;
+}
+
+/** Counts by kind, failed and running partitions as ranges of consecutive ones, the slowest built. */
+export function describeSummary(release: string, s: Summary): string[] {
+  const lines: string[] = [];
+  const kinds = Object.entries(s.byKind);
+  if (kinds.length > 1) {
+    for (const [kind, c] of kinds) lines.push(`  ${kind.padEnd(7)} ${Object.entries(c).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  }
+  for (const [status, g] of [['FAILED', s.failed], ['RUNNING', s.running]] as const) {
+    for (const r of g.ranges) lines.push(rangeLine(status, r));
+    if (g.moreRanges > 0) {
+      lines.push(`  … and ${g.moreRanges} more ${status.toLowerCase()} range${g.moreRanges === 1 ? '' : 's'}: genfill status ${release} --partitions ${status}`);
+    }
+  }
+  if (s.slowest.length > 0) {
+    lines.push(`slowest     ${s.slowest.map((p) => `${p.id} ${Math.round(p.totalMs).toLocaleString('en-US')} ms (${p.rowsOut.toLocaleString('en-US')} rows)`).join(', ')}`);
+  }
+  return lines;
+}
+
+/** One page of partitions as a table. */
+export function describePage(parts: NonNullable<ReleaseStatus['partitions']>, page: NonNullable<ReleaseStatus['page']>): string[] {
+  const which = page.status ?? 'all';
+  const lines = [`partitions  ${which}: page ${page.number} of ${page.pages} (${page.size} a page, ${page.total} in all)`];
+  if (parts.length === 0) {
+    lines.push('  (none on this page)');
+    return lines;
+  }
+  const rows = parts.map((p) => [
+    String(p.seq),
+    p.id,
+    p.kind,
+    p.status,
+    String(p.attempt),
+    p.receipt ? String(p.receipt.rowsOut) : p.estRows === null ? '' : `~${p.estRows}`,
+    p.receipt?.timingsMs && typeof p.receipt.timingsMs.total === 'number' ? String(Math.round(p.receipt.timingsMs.total)) : '',
+    p.reason ?? '',
+  ]);
+  const head = ['seq', 'partition', 'kind', 'status', 'attempt', 'rows', 'ms', 'reason'];
+  const width = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const fmt = (r: string[]) => `  ${r.map((c, i) => (i === 0 || i === 4 || i === 5 || i === 6 ? c.padStart(width[i]!) : c.padEnd(width[i]!))).join('  ')}`.trimEnd();
+  lines.push(fmt(head), ...rows.map(fmt));
+  return lines;
 }
 
 function barPayload(sample: ProgressSample, rates: Rates, throttle: ThrottleDecisionSummary | null) {
@@ -211,13 +266,21 @@ export function describeRetention(s: ProjectorStatus): string[] {
 export function register(program: Command, run: (fn: (ctx: Context) => Promise<void>) => Promise<void>): void {
   program
     .command('status [release]')
-    .description('show a release: state, pause flags, manifest, partitions, history (all releases when none is named)')
-    .option('--json', 'print the full status as JSON (every partition included)')
+    .description('show a release: state, pause flags, manifest, a summary of its partitions (counts, failed and running ranges, the slowest), history (all releases when none is named)')
+    .option('--json', 'print the status as JSON: the summary, no partition list unless --partitions asks for one')
+    .option('--partitions [status]', `list the partitions, one page at a time: all, or those of one status (${PARTITION_STATUSES.join(', ')})`)
+    .option('--page <n>', 'with --partitions: which page (default 1)')
+    .option('--page-size <k>', `with --partitions: partitions a page (default ${PARTITION_PAGE.size.toLocaleString('en-US')}, at most ${PARTITION_PAGE.maxSize.toLocaleString('en-US')})`)
     .option('--watch', 'redraw build progress (partitions, rows/s, ETA, failures, pause) until the release leaves BUILDING, then print the status')
     .option('--interval <seconds>', 'with --watch: time between redraws', parseSeconds, 2)
     .option('--dataset <name>', 'show the live path of a dataset instead: projector lag, epoch and seal, lease, stops, flags, reader leases, retained generations, the log horizon')
-    .action((release: string | undefined, opts: { json?: boolean; watch?: boolean; interval: number; dataset?: string }) =>
+    .action((release: string | undefined, opts: { json?: boolean; watch?: boolean; interval: number; dataset?: string; partitions?: string | true; page?: string; pageSize?: string }) =>
       run(async (ctx) => {
+        // Checked before anything is read: bad input writes and prints nothing.
+        const listing = parsePartitionListing(opts, { partitions: '--partitions', page: '--page', pageSize: '--page-size' });
+        if (listing && (!release || opts.dataset || opts.watch)) {
+          throw new InvalidInputError([{ path: '--partitions', message: 'lists the partitions of one named release (not with --dataset or --watch)' }]);
+        }
         const db = await ctx.db();
         if (opts.dataset) {
           if (release) throw new InvalidInputError([{ path: '--dataset', message: 'name a release or --dataset, not both' }]);
@@ -241,7 +304,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
           if (prepared) ctx.io.out(preparedSummary(prepared));
           return;
         }
-        const status = await releaseStatus(db, release);
+        const status = await releaseStatus(db, release, listing ? { partitions: listing } : {});
         if (opts.json) return json(ctx.io, status);
         ctx.io.out(describeStatus(status));
       }),

@@ -31,21 +31,17 @@
 // start and dropped at the end unless --keep; a DATABASE_URL of the caller's is never dropped).
 // Creates the login genfill_bench_approver (a member of genfill_approver) when missing. With
 // --json the progress goes to stderr and one JSON document to stdout.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { parse, stringify } from 'yaml';
-import { buildPartition, claimPartition } from '@genfill/builder';
 import { createLogger } from '@genfill/observability';
-import { planRelease, startBuilding, submitRelease } from '@genfill/planner';
-import { catchupRound, cutoverRelease, projectDataset, type CutoverResult } from '@genfill/projector';
-import { reconcile } from '@genfill/reconcile';
+import { cutoverRelease, projectDataset, type CutoverResult } from '@genfill/projector';
 import { withTransaction } from '@genfill/registry';
 import { startOrderWriter, type OrderWriter, type WriterStats } from '../apps/cli/src/demo/writer.ts';
-import { DEMO_ADOPT_TRANSFORM, DEMO_RANGE, demoCounts } from '../apps/cli/src/demo/seed.ts';
-import { benchDatabase, benchEnv, cliRunner } from './support.ts';
+import { DEMO_ADOPT_TRANSFORM, demoCounts } from '../apps/cli/src/demo/seed.ts';
+import { activeGeneration, benchDatabase, benchEnv, cliRunner, demoRangeOf, demoReleases, dist, projectorPassedNow, quantile } from './support.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -71,7 +67,6 @@ if (DAYS > 90) throw new RangeError(`--days must leave room for different ranges
 
 const DS = 'orders_enriched';
 const APPROVER = 'genfill_bench_approver';
-const DAY = 86_400_000;
 const started = performance.now();
 const owned = !process.env.DATABASE_URL;
 const url = await benchDatabase('genfill_bench_cutover', { fresh: true });
@@ -79,9 +74,7 @@ const env = benchEnv(url, '{genfill-bench-cutover}');
 const cli = cliRunner(env);
 const log = (line: string) => (args.json ? process.stderr : process.stdout).write(`${line}\n`);
 const n = (v: number) => Math.round(v).toLocaleString('en-US');
-const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil(q * xs.length) - 1))] ?? NaN;
 const r2 = (v: number) => Math.round(v * 100) / 100;
-const dist = (xs: number[]) => ({ p50: r2(quantile(xs, 0.5)), p95: r2(quantile(xs, 0.95)), max: r2(Math.max(...xs)), min: r2(Math.min(...xs)), n: xs.length });
 const ms = (v: number) => `${v.toFixed(1)} ms`;
 const lap = (t: number) => Math.round(performance.now() - t);
 
@@ -97,28 +90,13 @@ const approver = new pg.Pool({ connectionString: approverUrl.toString(), max: 1 
 approver.on('error', () => undefined);
 const quiet = createLogger('bench', 'silent');
 
-// The example release, re-targeted per cutover; its transform is the shipped fixed tax.
-const EXAMPLES = new URL('../examples/', import.meta.url);
-const template = parse(readFileSync(new URL('order-tax-fix.yaml', EXAMPLES), 'utf8')) as Record<string, any>;
-mkdirSync(join(dir, 'transforms'), { recursive: true });
-writeFileSync(join(dir, template.transform.sql), readFileSync(new URL(template.transform.sql, EXAMPLES), 'utf8'));
-
-/** A range of --days days inside the demo's year, a different one for each cutover. */
-function rangeOf(i: number): { from: string; to: string } {
-  const span = Math.floor((Date.parse(DEMO_RANGE.to) - Date.parse(DEMO_RANGE.from)) / DAY) - DAYS;
-  const from = Date.parse(DEMO_RANGE.from) + ((i * 37) % span) * DAY;
-  return { from: new Date(from).toISOString().replace('.000', ''), to: new Date(from + DAYS * DAY).toISOString().replace('.000', '') };
-}
+// Small releases of the shipped fixed tax, taken to APPROVED in process (bench/support.ts).
+const releases = demoReleases({ db, approver, dir });
 
 /** Entries of the transform map of `generation`: each disjoint release splits the map around its range. */
 async function mapEntries(generation: string): Promise<number> {
   const { rows } = await db.query<{ n: number }>('SELECT jsonb_array_length(transform_map) AS n FROM genfill.generations WHERE dataset = $1 AND generation = $2', [DS, generation]);
   return rows[0]?.n ?? 0;
-}
-
-async function active(): Promise<string> {
-  const { rows } = await db.query<{ g: string }>('SELECT active_generation AS g FROM genfill.datasets WHERE name = $1', [DS]);
-  return rows[0]!.g;
 }
 
 /** The bare flip, timed like casMs: from before the pool checkout to after COMMIT. */
@@ -135,67 +113,15 @@ async function floorFlip(): Promise<number> {
   return performance.now() - t;
 }
 
-/** Submit, plan and build release `id`, then a catch-up round, a reconciliation and a second login's approval. */
-async function approvedRelease(id: string, generation: string, expected: string, range: { from: string; to: string }): Promise<Record<string, number>> {
-  const t: Record<string, number> = {};
-  let s = performance.now();
-  const r = structuredClone(template);
-  r.release = id;
-  r.range = range;
-  r.partition = { every: 'P1D' };
-  r.target.generation = generation;
-  r.target.expectedActive = expected;
-  r.approvals = 1;
-  const file = join(dir, `${id.replace(/[^a-z0-9-]/gi, '_')}.yaml`);
-  writeFileSync(file, stringify(r));
-  await submitRelease(file, db);
-  const plan = await planRelease(db, id);
-  await startBuilding(db, id);
-  t.plan = lap(s);
-  s = performance.now();
-  const { rows } = await db.query<{ id: string }>(`SELECT id FROM genfill.partitions WHERE release = $1 AND status <> 'BUILT' ORDER BY seq`, [id]);
-  for (const p of rows) {
-    const c = await claimPartition(db, { release: id, partition: p.id, worker: 'bench', leaseMs: 600_000 });
-    if (c.kind !== 'claimed') throw new Error(`claim of ${id} ${p.id} refused: ${JSON.stringify(c)}`);
-    await buildPartition(db, { release: id, partition: p.id, attempt: c.attempt });
-  }
-  t.build = lap(s);
-  t.partitions = plan.partitions;
-  s = performance.now();
-  await catchupRound(db, id);
-  t.catchup = lap(s);
-  s = performance.now();
-  const rec = await reconcile(db, id);
-  if (rec.state !== 'RECONCILED') {
-    throw new Error(`${id}: reconciliation #${rec.id} is ${rec.state} with ${rec.findings.count} findings (${JSON.stringify(rec.findings.first.slice(0, 3))})`);
-  }
-  t.reconcile = lap(s);
-  s = performance.now();
-  const { rows: ap } = await approver.query<{ state: string }>('SELECT * FROM genfill.approve($1, $2)', [id, rec.id]);
-  if (ap[0]?.state !== 'APPROVED') throw new Error(`${id}: the approval left it ${ap[0]?.state}`);
-  t.approve = lap(s);
-  return t;
-}
-
 /**
  * Once the writer has stopped and the projector passed a snapshot taken after it: the rows of the
  * view against the last generation's transform map applied to the source — the fixed tax inside
  * every released range, the legacy one outside them (both directions, EXCEPT ALL).
  */
 async function viewAgainstMap(ranges: { from: string; to: string }[]): Promise<number> {
-  const { rows: snap } = await db.query<{ s: string }>('SELECT pg_current_snapshot()::text AS s');
-  for (let waited = 0; ; waited += 100) {
-    const { rows } = await db.query<{ ok: boolean }>(
-      `SELECT genfill.snapshot_contains(f.snapshot, $2::pg_snapshot) AS ok FROM genfill.frontiers f JOIN genfill.datasets d
-          ON d.name = f.dataset AND d.active_generation = f.generation WHERE d.name = $1`,
-      [DS, snap[0]!.s],
-    );
-    if (rows[0]?.ok) break;
-    if (waited > 60_000) throw new Error(`the projector did not pass ${snap[0]!.s} within 60 s of the writer stopping`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await projectorPassedNow(db, DS);
   const released = 'EXISTS (SELECT 1 FROM unnest($1::timestamptz[], $2::timestamptz[]) AS r(f, t) WHERE o.created_at >= r.f AND o.created_at < r.t)';
-  const fixed = readFileSync(new URL(template.transform.sql, EXAMPLES), 'utf8').replace('FROM source AS s', `FROM (SELECT * FROM public.orders AS o WHERE ${released}) AS s`);
+  const fixed = releases.fixedSql.replace('FROM source AS s', `FROM (SELECT * FROM public.orders AS o WHERE ${released}) AS s`);
   const legacy = DEMO_ADOPT_TRANSFORM.replace('FROM source AS s', `FROM (SELECT * FROM public.orders AS o WHERE NOT ${released}) AS s`);
   if (fixed.includes('FROM source AS s') || legacy.includes('FROM source AS s') || !fixed.includes(released) || !legacy.includes(released)) {
     throw new Error('the transforms no longer read `FROM source AS s`: the bench cannot restrict them to the released ranges');
@@ -247,10 +173,10 @@ try {
   log(`cutovers: ${CUTOVERS} releases of ${DAYS} day(s) each (the rest carried), under the demo's writer at ${RATE} transactions/s and the projector (poll 50 ms)`);
   for (let i = 1; i <= CUTOVERS; i++) {
     const id = `bench-cut-${i}@1`;
-    const expected = await active();
+    const expected = await activeGeneration(db, DS);
     const generation = `tax-fix-g${i + 2}`;
-    const range = rangeOf(i - 1);
-    const prepareMs = await approvedRelease(id, generation, expected, range);
+    const range = demoRangeOf(i - 1, DAYS);
+    const prepareMs = await releases.approved(id, generation, expected, range);
     const floorMs: number[] = [];
     for (let k = 0; k < FLOOR; k++) floorMs.push(r2(await floorFlip()));
     t0 = performance.now();
@@ -263,7 +189,8 @@ try {
     const cutoverMs = lap(t0);
     for (let k = 0; k < FLOOR; k++) floorMs.push(r2(await floorFlip()));
     if (!res.ok || res.freezeMs === undefined || res.casMs === undefined) throw new Error(`cutover ${i} (${id}) returned without a switch: ${JSON.stringify(res)}`);
-    if ((await active()) !== generation) throw new Error(`cutover ${i} (${id}) left ${await active()} active, not ${generation}`);
+    const now = await activeGeneration(db, DS);
+    if (now !== generation) throw new Error(`cutover ${i} (${id}) left ${now} active, not ${generation}`);
     const steps = Object.fromEntries(res.steps.map((s) => [s.step, s.ms]));
     const run: Run = {
       release: id,

@@ -14,7 +14,7 @@ export class DispatchSession {
       this.#redis = await connectRedis(this.ctx.config.REDIS_URL);
       await warnIfEvicting(this.#redis, { warn: (_fields, msg) => this.ctx.io.err(`warning: ${msg}`) });
     }
-    return { redis: this.#redis, prefix: this.ctx.config.GENFILL_QUEUE_PREFIX };
+    return { redis: this.#redis, prefix: this.ctx.config.GENFILL_QUEUE_PREFIX, window: this.ctx.config.GENFILL_DISPATCH_WINDOW };
   }
 
   async close(): Promise<void> {

@@ -8,7 +8,8 @@ import { hostname } from 'node:os';
 import { startWorkerService } from '@genfill/builder';
 import { ConfigError, type Config } from '@genfill/contracts';
 import { workerMetrics } from '@genfill/observability';
-import { createRedis, warnIfEvicting } from '@genfill/queue';
+import { topUpWindow } from '@genfill/planner';
+import { type BuildQueue, createRedis, releaseQueue, warnIfEvicting } from '@genfill/queue';
 import { defineService, flag, runIfMain, untilStopped } from '@genfill/service';
 import { createThrottle, DEFAULT_INTERVAL_MS, throttleMetrics } from '@genfill/throttle';
 
@@ -23,6 +24,9 @@ function prometheusSli(cfg: Config): { url: string; query: string } | undefined 
   }
   return undefined;
 }
+
+/** How often a worker looks at its releases' dispatch windows (one cheap count each). */
+const TOP_UP_MS = 1000;
 
 export const worker = defineService({
   name: 'worker',
@@ -73,7 +77,30 @@ export const worker = defineService({
         throttle,
       });
       log.info({ worker: service.id, serving: service.serving() }, 'worker started');
+      // Redis holds a window of jobs per release (GENFILL_DISPATCH_WINDOW), not one per
+      // partition: as partitions finish, the workers top it up from the registry (so does the
+      // planner service), one dispatcher at a time per release.
+      const window = config.GENFILL_DISPATCH_WINDOW;
+      const queues = new Map<string, BuildQueue>();
+      let topping = false;
+      const topUp = setInterval(() => {
+        if (topping) return;
+        topping = true;
+        void (async () => {
+          for (const release of service.serving()) {
+            let q = queues.get(release);
+            if (!q) queues.set(release, (q = releaseQueue(release, { connection, prefix: config.GENFILL_QUEUE_PREFIX })));
+            const added = await topUpWindow(db, q, release, window).catch((err: unknown) => {
+              log.warn({ err, release }, 'topping up the dispatch window failed; the next tick tries again');
+              return null;
+            });
+            if (added) log.info({ release, added, window }, 'dispatch window topped up');
+          }
+        })().finally(() => (topping = false));
+      }, TOP_UP_MS);
       await untilStopped(signal);
+      clearInterval(topUp);
+      await Promise.all([...queues.values()].map((q) => q.close().catch(() => undefined)));
       // close() waits for the builds in flight: each commits with its receipt or rolls back.
       await service.close();
       log.info('worker stopped');

@@ -116,6 +116,9 @@ export const configSchema = z.object({
   GENFILL_PROMETHEUS_URL: z.url({ protocol: /^https?$/ }).optional(),
   GENFILL_FOREGROUND_QUERY: z.string().min(1).optional(),
   GENFILL_MAX_PENDING_EVENTS: z.coerce.number().int().positive().default(1_000_000),
+  // Jobs a release keeps in Redis at most; the registry holds every partition, the planner and
+  // the workers top the window up as partitions finish (issue 19).
+  GENFILL_DISPATCH_WINDOW: z.coerce.number().int().min(1).max(10_000).default(10_000),
   /** How long ingress tombstones are kept at least, in seconds (default 7 days). */
   GENFILL_TOMBSTONE_RETENTION: retention.default(7 * 86_400),
   /** How long a pinned read's lease on its generation lasts past each page, in seconds (default 5 minutes). */

@@ -112,6 +112,8 @@ export interface Dispatcher {
   redis: Redis;
   /** GENFILL_QUEUE_PREFIX */
   prefix: string;
+  /** GENFILL_DISPATCH_WINDOW: jobs a release keeps in Redis at most (default 10,000). */
+  window?: number;
 }
 
 export interface DispatchResult {
@@ -137,7 +139,7 @@ export async function dispatchRelease(
   try {
     const { rows } = await db.query<{ operator_paused: boolean }>('SELECT operator_paused FROM genfill.releases WHERE id = $1', [id]);
     const sync = await syncQueuePause(queue, rows[0]?.operator_paused ?? false);
-    const enqueue = await enqueueUnfinished(db, queue, id, opts);
+    const enqueue = await enqueueUnfinished(db, queue, id, { ...opts, ...(dispatcher.window ? { window: dispatcher.window } : {}) });
     return { release: id, state: enqueue.state, queue: qualifiedQueueName(dispatcher.prefix, id), queuePaused: sync.paused, enqueue };
   } finally {
     await queue.close();

@@ -25,7 +25,14 @@ export interface EnqueueOptions {
    * failed for a final reason every round would only hide the failure.
    */
   requeueFailed?: boolean;
+  /**
+   * Jobs the release keeps in Redis at most (1–10,000, default 10,000): only the deficit
+   * between the live jobs and the window is added, the next unfinished partitions in seq order.
+   */
+  window?: number;
 }
+
+export const DISPATCH_WINDOW = { default: 10_000, max: 10_000 } as const;
 
 export interface EnqueueResult {
   release: string;
@@ -40,6 +47,9 @@ export interface EnqueueResult {
   requeuedPartitions: string[];
   /** Partitions whose requeue found another epoch or status: someone else moved first. */
   lost: number;
+  /** The window, and the jobs Redis held before this call added any. */
+  window: number;
+  live: number;
 }
 
 const CHUNK = 1000;
@@ -119,21 +129,62 @@ async function bumpEpochs(
   return rows;
 }
 
+/**
+ * Dispatch of one release runs one at a time (a session advisory lock on its own connection,
+ * held across the Redis calls): the live count is read and the deficit added under it, so the
+ * planner, `genfill plan` and every worker topping up never add more than the window together.
+ * `wait: false` gives up at once (a worker's top-up: someone else is dispatching).
+ */
+async function withDispatchLock<T>(db: Db, release: string, wait: boolean, fn: () => Promise<T>): Promise<T | null> {
+  const conn = await db.connect();
+  const key = `genfill:dispatch:${release}`;
+  let locked = false;
+  try {
+    if (wait) {
+      await conn.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [key]);
+      locked = true;
+    } else {
+      locked = (await conn.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [key])).rows[0]!.ok;
+      if (!locked) return null;
+    }
+    return await fn();
+  } finally {
+    if (locked) await conn.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]).catch(() => undefined);
+    conn.release();
+  }
+}
+
+/**
+ * A worker's top-up: when the release's live jobs have fallen to half the window or below,
+ * enqueue the deficit (no requeue of FAILED partitions: that is the operator's `genfill plan`).
+ * Returns the jobs added, or null when nothing was needed or another dispatch was running.
+ */
+export async function topUpWindow(db: Db, queue: BuildQueue, release: string, window: number = DISPATCH_WINDOW.default): Promise<number | null> {
+  const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
+  const live = Object.values(counts).reduce((a, b) => a + b, 0);
+  if (live > Math.floor(window / 2)) return null;
+  const r = await withDispatchLock(db, release, false, () => enqueueUnfinished(db, queue, release, { requeueFailed: false, window, locked: true }));
+  return r ? r.added : null;
+}
+
 export async function enqueueUnfinished(
   db: Db,
   queue: BuildQueue,
   release: string,
-  opts: EnqueueOptions = {},
+  opts: EnqueueOptions & { locked?: boolean } = {},
 ): Promise<EnqueueResult> {
+  if (!opts.locked) return (await withDispatchLock(db, release, true, () => enqueueUnfinished(db, queue, release, { ...opts, locked: true })))!;
   const requeueFailed = opts.requeueFailed ?? true;
-  const result: EnqueueResult = { release, state: null, unfinished: 0, added: 0, requeued: 0, requeuedPartitions: [], lost: 0 };
+  const window = Math.min(DISPATCH_WINDOW.max, Math.max(1, Math.floor(opts.window ?? DISPATCH_WINDOW.default)));
+  const result: EnqueueResult = { release, state: null, unfinished: 0, added: 0, requeued: 0, requeuedPartitions: [], lost: 0, window, live: 0 };
   result.state = await releaseState(db, release);
   if (result.state !== 'BUILDING') return result;
 
   const before = await listUnfinished(db, release);
-  const presence = await jobPresence(queue, before.map((p) => jobId(p.id, p.epoch)));
+  // Jobs BullMQ gave up on, from its failed set (bounded), rather than a lookup per partition.
+  const failedIds = new Set(await redisOf(queue).zrange(queue.keys.failed!, '0', '-1'));
   const failed = requeueFailed ? before.filter((p) => p.status === 'FAILED') : [];
-  const stuck = before.filter((p) => p.status !== 'FAILED' && presence.get(jobId(p.id, p.epoch)) === 'failed');
+  const stuck = before.filter((p) => p.status !== 'FAILED' && failedIds.has(jobId(p.id, p.epoch)));
 
   const { after, state } = await withTransaction(db, async (conn) => {
     const bumped = [
@@ -160,10 +211,24 @@ export async function enqueueUnfinished(
   result.unfinished = after.length;
   if (state !== 'BUILDING') return result;
 
-  // An id Redis already holds would be ignored anyway; skipping it keeps a steady-state
-  // round to one pipeline of EXISTS instead of a Lua call per partition.
-  // A FAILED partition gets a job only through a requeue (a claim would refuse it).
-  const missing = after.filter((p) => p.status !== 'FAILED' && (presence.get(jobId(p.id, p.epoch)) ?? 'absent') === 'absent');
+  // A window of jobs, not one per partition: the deficit between the jobs Redis holds and the
+  // window goes in, the next unfinished partitions in seq order whose job Redis does not hold
+  // (an id it holds would be ignored anyway). A FAILED partition gets a job only through a
+  // requeue (a claim would refuse it). Workers and the planner call this again as partitions
+  // finish; a Redis that lost every key gets the first window back on the next call.
+  const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
+  result.live = Object.values(counts).reduce((a, b) => a + b, 0);
+  const deficit = result.window - result.live;
+  const missing: Unfinished[] = [];
+  const candidates = after.filter((p) => p.status !== 'FAILED');
+  for (let i = 0; i < candidates.length && missing.length < deficit; i += CHUNK) {
+    const chunk = candidates.slice(i, i + CHUNK);
+    const presence = await jobPresence(queue, chunk.map((p) => jobId(p.id, p.epoch)));
+    for (const p of chunk) {
+      if (missing.length >= deficit) break;
+      if ((presence.get(jobId(p.id, p.epoch)) ?? 'absent') === 'absent') missing.push(p);
+    }
+  }
   for (let i = 0; i < missing.length; i += CHUNK) {
     await queue.addBulk(missing.slice(i, i + CHUNK).map((p) => buildJob(release, p.id, p.epoch)));
   }

@@ -12,3 +12,4 @@ export {
 } from './progress.ts';
 export { plannerRequestHandlers, type RoundResult, runPlannerService, stopOnSignals } from './service.ts';
 export { submitRelease, validateRelease } from './submit.ts';
+export { DISPATCH_WINDOW, enqueueUnfinished, topUpWindow } from './enqueue.ts';

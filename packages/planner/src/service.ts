@@ -133,7 +133,7 @@ export async function runPlannerService(opts: PlannerServiceOptions): Promise<Pl
     const metrics = plannerMetrics(registry);
     redis = createServiceRedis(config.REDIS_URL, log);
     if (await redisAnswers(redis)) await warnIfEvicting(redis, log);
-    const dispatcher: Dispatcher = { redis, prefix: config.GENFILL_QUEUE_PREFIX };
+    const dispatcher: Dispatcher = { redis, prefix: config.GENFILL_QUEUE_PREFIX, window: config.GENFILL_DISPATCH_WINDOW };
     const intervalMs = Math.max(1, opts.intervalSeconds * 1000);
     const deadlineMs = Math.max(60_000, 3 * intervalMs);
     log.info(

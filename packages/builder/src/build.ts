@@ -5,6 +5,7 @@
 import { isCarryMax, isCarryMin, PartitionFailedError, StaleLeaseError } from '@genfill/contracts';
 import { commitPartition, dataColumns, dependencyPins, getRelease, getTransformSql, relationColumns, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
 import { carryDeleteStatement, carryStatement } from './carry.ts';
+import type { ClaimedPartition } from './claim.ts';
 import { boundValues, buildStatement, deleteRangeStatement, type BuildStatementInput, type DependencyColumns } from './statement.ts';
 
 /** A carry chunk's bounds as its time column compares them; an unbounded end is not compared. */
@@ -110,9 +111,42 @@ export async function currentReceipt(conn: Conn, release: string, partition: str
   return rows[0]?.id ?? null;
 }
 
+/**
+ * Build one claimed partition. `claimed` is what the claim read of it (bounds, kind, a pending
+ * repair): with it the build skips reading the partition again (the receipt's commit fences the
+ * attempt in any case); without it (repair tools, tests) the partition is read and a stale
+ * attempt refused before any work.
+ *
+ * Round trips: BEGIN, the statement (which also tests the release floor against its own
+ * snapshot), the fenced receipt, COMMIT. A key written twice fails the fast shape's statement;
+ * its transaction is rolled back whole and the partition is built again in a new one with the
+ * safe shape (rare: a neighbour's build or a catch-up wrote the key first) — cheaper on the
+ * common path than a savepoint around every statement.
+ */
 export async function buildPartition(
   db: Db,
-  q: { release: string; partition: string; attempt: number; claimMs?: number },
+  q: { release: string; partition: string; attempt: number; claimMs?: number; claimed?: ClaimedPartition },
+): Promise<BuildResult> {
+  try {
+    return await buildOnce(db, q, 'fast');
+  } catch (err) {
+    if (!(err instanceof KeyWrittenTwice)) throw err;
+    return buildOnce(db, q, 'safe', err.prepareMs);
+  }
+}
+
+/** The fast shape met a key already in the candidate (23505): build again in the safe shape. */
+class KeyWrittenTwice extends Error {
+  constructor(readonly prepareMs: number) {
+    super('a key of the partition is already in the candidate');
+  }
+}
+
+async function buildOnce(
+  db: Db,
+  q: { release: string; partition: string; attempt: number; claimMs?: number; claimed?: ClaimedPartition },
+  mode: 'fast' | 'safe',
+  firstTryMs = 0,
 ): Promise<BuildResult> {
   const started = performance.now();
   const timings: Record<string, number> = { claim: q.claimMs ?? 0 };
@@ -121,17 +155,22 @@ export async function buildPartition(
   return withTransaction(db, async (conn) => {
     let t = performance.now();
     const plan = await releasePlan(db, conn, q.release);
-    const { rows: parts } = await conn.query<{ lower: Date; upper: Date; attempt: number; status: string; repair_pending: boolean; kind: 'build' | 'carry' }>(
-      'SELECT lower, upper, attempt, status, repair_pending, kind FROM genfill.partitions WHERE release = $1 AND id = $2',
-      [q.release, q.partition],
-    );
-    const part = parts[0];
-    if (!part || part.attempt !== q.attempt || part.status !== 'RUNNING') throw new StaleLeaseError(q.release, q.partition, q.attempt);
+    let part: ClaimedPartition;
+    if (q.claimed) part = q.claimed;
+    else {
+      const { rows: parts } = await conn.query<{ lower: Date; upper: Date; attempt: number; status: string; repair_pending: boolean; kind: 'build' | 'carry' }>(
+        'SELECT lower, upper, attempt, status, repair_pending, kind FROM genfill.partitions WHERE release = $1 AND id = $2',
+        [q.release, q.partition],
+      );
+      const found = parts[0];
+      if (!found || found.attempt !== q.attempt || found.status !== 'RUNNING') throw new StaleLeaseError(q.release, q.partition, q.attempt);
+      part = { lower: found.lower, upper: found.upper, kind: found.kind, repairPending: found.repair_pending };
+    }
     // A repair is recorded on the partition, so whoever claims it rebuilds it in repair mode.
-    const repair = part.repair_pending;
+    const repair = part.repairPending;
     const { release, pins, deps, base } = plan;
     const spec = release.spec;
-    const input = { ...base, lower: part.lower, upper: part.upper };
+    const input = { ...base, lower: part.lower, upper: part.upper, release: q.release };
     const carry = part.kind === 'carry';
     if (carry && !release.expected_active) throw new Error(`carry partition ${q.partition} of ${q.release}, which has no expected active generation`);
     const carryInput = carry
@@ -149,7 +188,7 @@ export async function buildPartition(
           bounds: carryBounds(base.timeType, base.timezone, part.lower, part.upper),
         }
       : null;
-    const statement = carryInput ? carryStatement(carryInput) : buildStatement(input, deps, 'fast');
+    const statement = carryInput ? carryStatement(carryInput) : buildStatement(input, deps, mode);
     // A repair replaces exactly this partition's rows; the superseded receipt stays.
     // Repairs and catch-up rounds of a release serialize (SPEC invariant 8): a round that read
     // CF must not miss a receipt committed under it (@genfill/projector lockCatchup).
@@ -159,28 +198,23 @@ export async function buildPartition(
     lap('prepare', t);
 
     t = performance.now();
-    let r: Record<string, string | string[] | null>;
-    const transformFailure = (err: unknown) =>
-      isTransformError((err as { code?: string }).code)
-        ? new PartitionFailedError(q.release, q.partition, 'TRANSFORM_ERROR', { sqlstate: (err as { code?: string }).code, message: (err as Error).message }, (err as Error).message)
-        : err;
+    let r: Record<string, string | string[] | boolean | null>;
     try {
-      await conn.query('SAVEPOINT fast_build');
       r = (await conn.query(statement)).rows[0];
-      await conn.query('RELEASE SAVEPOINT fast_build');
     } catch (err) {
-      if ((err as { code?: string }).code !== '23505') throw transformFailure(err);
+      const code = (err as { code?: string }).code;
       // A key written twice: either the transform fans out (the safe shape names the keys
       // and refuses) or the candidate already holds a newer row for a key (it keeps it).
-      await conn.query('ROLLBACK TO SAVEPOINT fast_build');
-      timings.safePath = 1;
-      try {
-        r = (await conn.query(buildStatement(input, deps, 'safe'))).rows[0];
-      } catch (err2) {
-        throw transformFailure(err2);
-      }
+      if (code === '23505' && mode === 'fast' && !carry) throw new KeyWrittenTwice(Math.round((performance.now() - started) * 10) / 10);
+      throw isTransformError(code)
+        ? new PartitionFailedError(q.release, q.partition, 'TRANSFORM_ERROR', { sqlstate: code, message: (err as Error).message }, (err as Error).message)
+        : err;
     }
     lap('statement', t);
+    if (mode === 'safe') {
+      timings.safePath = 1;
+      timings.firstTry = firstTryMs;
+    }
     // Keys of this partition the candidate already held (written by a neighbouring partition's
     // build after the row moved, or by catch-up): the receipt counts them, the partition does
     // not store them. The reconciler verifies such a partition by dual compute, not by receipt.
@@ -209,23 +243,29 @@ export async function buildPartition(
     }
 
     // Every watermark contains the release floor (invariant 8): a copy or build that read an
-    // older frontier than the plan's would leave events below it to nobody.
-    const { rows: floor } = await conn.query<{ ok: boolean; floor: string }>(
-      'SELECT genfill.snapshot_contains($2::pg_snapshot, floor) AS ok, floor::text FROM genfill.release_floors WHERE release = $1',
-      [q.release, String(r.watermark)],
-    );
-    if (floor[0] && !floor[0].ok) {
+    // older frontier than the plan's would leave events below it to nobody. A build statement
+    // tested it against its own snapshot; a carry's watermark is the frontier it read.
+    let floor: { ok: boolean; floor: string } | undefined;
+    if (r.floor_ok !== undefined) floor = r.floor === null ? undefined : { ok: r.floor_ok === true, floor: String(r.floor) };
+    else {
+      const { rows } = await conn.query<{ ok: boolean; floor: string }>(
+        'SELECT genfill.snapshot_contains($2::pg_snapshot, floor) AS ok, floor::text FROM genfill.release_floors WHERE release = $1',
+        [q.release, String(r.watermark)],
+      );
+      floor = rows[0];
+    }
+    if (floor && !floor.ok) {
       throw new PartitionFailedError(
         q.release,
         q.partition,
         'WATERMARK_BELOW_FLOOR',
-        { watermark: r.watermark, floor: floor[0].floor },
-        `the watermark ${String(r.watermark)} does not contain the release floor ${floor[0].floor}; nothing was written`,
+        { watermark: r.watermark, floor: floor.floor },
+        `the watermark ${String(r.watermark)} does not contain the release floor ${floor.floor}; nothing was written`,
       );
     }
     const conserved = Object.fromEntries(spec.reconcile.conserved.map((c) => [c, { source: r[`src_${c}`], candidate: r[`out_${c}`] }]));
     const dependencyHashes = carry ? {} : Object.fromEntries(pins.map((p) => [p.relation, { rows: p.row_count, hash: p.content_hash }]));
-    timings.total = Math.round((performance.now() - started + (q.claimMs ?? 0)) * 10) / 10;
+    timings.total = Math.round((performance.now() - started + firstTryMs + (q.claimMs ?? 0)) * 10) / 10;
     // Fence, receipt and completion in one statement, as late as possible: the release row
     // lock is held for one round trip (a stalled worker cannot hold it across several).
     t = performance.now();

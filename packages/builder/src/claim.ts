@@ -6,8 +6,16 @@ import { logAction, RELEASE_ACTIONS, withTransaction, type Db } from '@genfill/r
 
 export type RefusalReason = 'operator_paused' | 'throttle_paused' | 'not_building' | 'cancelled' | 'failed' | 'leased' | 'unknown';
 
+/** What a claim tells the build about its partition, so the build need not read it again. */
+export interface ClaimedPartition {
+  lower: Date;
+  upper: Date;
+  kind: 'build' | 'carry';
+  repairPending: boolean;
+}
+
 export type ClaimResult =
-  | { kind: 'claimed'; attempt: number }
+  | { kind: 'claimed'; attempt: number; partition: ClaimedPartition }
   /** A receipt exists: the job is done, whatever BullMQ remembers. */
   | { kind: 'built' }
   /** Not now: retry after `retryInMs` without spending an attempt, or never when null. */
@@ -15,49 +23,65 @@ export type ClaimResult =
 
 export const PAUSED_RETRY_MS = 5_000;
 
+/**
+ * The claim is ONE statement (one round trip, its own transaction): the first CTE locks the
+ * release row FOR SHARE and the partition row FOR UPDATE and reads what decides; the UPDATE
+ * bumps the attempt only when every condition holds, fenced on the attempt it read. The
+ * caller gets what it read either way and derives the refusal from it, in the order below.
+ */
+const CLAIM = `
+WITH cur AS (
+  SELECT r.state, r.operator_paused, r.throttle_paused, p.status, p.attempt, p.lower, p.upper, p.kind, p.repair_pending,
+         (extract(epoch FROM p.lease_expires_at - clock_timestamp()) * 1000)::int AS lease_left_ms
+    FROM genfill.releases r JOIN genfill.partitions p ON p.release = r.id
+   WHERE r.id = $1 AND p.id = $2
+     FOR SHARE OF r FOR UPDATE OF p
+), claimed AS (
+  UPDATE genfill.partitions p
+     SET status = 'RUNNING', attempt = p.attempt + 1, leased_by = $3,
+         lease_expires_at = clock_timestamp() + $4 * interval '1 millisecond', updated_at = now()
+    FROM cur
+   WHERE p.release = $1 AND p.id = $2 AND p.attempt = cur.attempt
+     AND cur.state = 'BUILDING' AND NOT cur.operator_paused AND NOT cur.throttle_paused
+     AND cur.status IN ('PENDING', 'RUNNING')
+     AND NOT (cur.status = 'RUNNING' AND coalesce(cur.lease_left_ms, 0) > 0)
+  RETURNING p.attempt
+)
+SELECT cur.*, claimed.attempt AS claimed FROM cur LEFT JOIN claimed ON true`;
+
 export async function claimPartition(
   db: Db,
   q: { release: string; partition: string; worker: string; leaseMs: number },
 ): Promise<ClaimResult> {
-  return withTransaction(db, async (conn) => {
-    const { rows } = await conn.query<{
-      state: string;
-      operator_paused: boolean;
-      throttle_paused: boolean;
-      status: string;
-      attempt: number;
-      lease_left_ms: number | null;
-    }>(
-      `SELECT r.state, r.operator_paused, r.throttle_paused, p.status, p.attempt,
-              (extract(epoch FROM p.lease_expires_at - clock_timestamp()) * 1000)::int AS lease_left_ms
-         FROM genfill.releases r JOIN genfill.partitions p ON p.release = r.id
-        WHERE r.id = $1 AND p.id = $2
-          FOR SHARE OF r FOR UPDATE OF p`,
-      [q.release, q.partition],
-    );
-    const row = rows[0];
-    if (!row) return { kind: 'refused', reason: 'unknown', retryInMs: null };
-    if (row.status === 'BUILT') return { kind: 'built' };
-    if (row.state === 'CANCELLED') return { kind: 'refused', reason: 'cancelled', retryInMs: null };
-    if (row.state !== 'BUILDING') return { kind: 'refused', reason: 'not_building', retryInMs: null };
-    if (row.operator_paused) return { kind: 'refused', reason: 'operator_paused', retryInMs: PAUSED_RETRY_MS };
-    if (row.throttle_paused) return { kind: 'refused', reason: 'throttle_paused', retryInMs: PAUSED_RETRY_MS };
-    if (row.status === 'FAILED') return { kind: 'refused', reason: 'failed', retryInMs: null };
-    // A live lease belongs to a worker still building; a duplicate delivery waits it out.
-    if (row.status === 'RUNNING' && row.lease_left_ms !== null && row.lease_left_ms > 0) {
-      return { kind: 'refused', reason: 'leased', retryInMs: row.lease_left_ms + 100 };
-    }
-    const res = await conn.query<{ attempt: number }>(
-      `UPDATE genfill.partitions
-          SET status = 'RUNNING', attempt = attempt + 1, leased_by = $4,
-              lease_expires_at = clock_timestamp() + $5 * interval '1 millisecond', updated_at = now()
-        WHERE release = $1 AND id = $2 AND attempt = $3
-       RETURNING attempt`,
-      [q.release, q.partition, row.attempt, q.worker, q.leaseMs],
-    );
-    if (res.rowCount !== 1) throw new Error(`claim of ${q.partition} lost its row lock (attempt ${row.attempt})`);
-    return { kind: 'claimed', attempt: res.rows[0]!.attempt };
-  });
+  const { rows } = await db.query<{
+    state: string;
+    operator_paused: boolean;
+    throttle_paused: boolean;
+    status: string;
+    attempt: number;
+    lower: Date;
+    upper: Date;
+    kind: 'build' | 'carry';
+    repair_pending: boolean;
+    lease_left_ms: number | null;
+    claimed: number | null;
+  }>(CLAIM, [q.release, q.partition, q.worker, q.leaseMs]);
+  const row = rows[0];
+  if (!row) return { kind: 'refused', reason: 'unknown', retryInMs: null };
+  if (row.claimed !== null) {
+    return { kind: 'claimed', attempt: row.claimed, partition: { lower: row.lower, upper: row.upper, kind: row.kind, repairPending: row.repair_pending } };
+  }
+  if (row.status === 'BUILT') return { kind: 'built' };
+  if (row.state === 'CANCELLED') return { kind: 'refused', reason: 'cancelled', retryInMs: null };
+  if (row.state !== 'BUILDING') return { kind: 'refused', reason: 'not_building', retryInMs: null };
+  if (row.operator_paused) return { kind: 'refused', reason: 'operator_paused', retryInMs: PAUSED_RETRY_MS };
+  if (row.throttle_paused) return { kind: 'refused', reason: 'throttle_paused', retryInMs: PAUSED_RETRY_MS };
+  if (row.status === 'FAILED') return { kind: 'refused', reason: 'failed', retryInMs: null };
+  // A live lease belongs to a worker still building; a duplicate delivery waits it out.
+  if (row.status === 'RUNNING' && row.lease_left_ms !== null && row.lease_left_ms > 0) {
+    return { kind: 'refused', reason: 'leased', retryInMs: row.lease_left_ms + 100 };
+  }
+  throw new Error(`claim of ${q.partition} of ${q.release} neither claimed nor refused (status ${row.status}, attempt ${row.attempt})`);
 }
 
 /** Mark a partition FAILED with its reason and evidence, fenced by the attempt. */

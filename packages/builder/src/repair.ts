@@ -61,7 +61,7 @@ export async function repairRelease(db: Db, q: { release: string; partitions: st
       continue;
     }
     const lease = { release: q.release, partition, attempt: claim.attempt, leaseMs: REPAIR_LEASE_MS };
-    const res: BuildResult = await whileLeased(db, lease, () => buildPartition(db, { release: q.release, partition, attempt: claim.attempt }));
+    const res: BuildResult = await whileLeased(db, lease, () => buildPartition(db, { release: q.release, partition, attempt: claim.attempt, claimed: claim.partition }));
     repaired.push({ partition, attempt: claim.attempt, receipt: res.receiptId, rows: res.rowsOut, deleted: res.timings.deleted ?? 0 });
   }
   const conn = await db.connect();

@@ -30,6 +30,8 @@ export interface BuildStatementInput {
   dependencies: string[];
   /** How many fan-out keys to return as evidence. */
   sample?: number;
+  /** The release, when the statement should also test its floor against its own snapshot. */
+  release?: string;
 }
 
 /** Every column of a table, in order: what a dependency's content hash covers. */
@@ -74,10 +76,11 @@ export function buildStatement(input: BuildStatementInput, deps: DependencyColum
   );
   // In the fast shape the roots and sums are taken over what was stored (RETURNING).
   const written = mode === 'fast' ? 'ins' : 'out';
-  const sums = input.conserved.flatMap((c) => [
-    `(SELECT coalesce(sum(${q(c)}), 0) FROM source)::text AS ${q(`src_${c}`)}`,
-    `(SELECT coalesce(sum(${q(c)}), 0) FROM ${written})::text AS ${q(`out_${c}`)}`,
-  ]);
+  // One pass over the source beside the transform's (its count and every conserved sum) and one
+  // over the output (count, both roots, every conserved sum): each relation is scanned by one
+  // aggregate, not by one subquery per figure.
+  const srcSums = input.conserved.map((c) => `coalesce(sum(${q(c)}), 0)::text AS ${q(`src_${c}`)}`);
+  const outSums = input.conserved.map((c) => `coalesce(sum(o.${q(c)}), 0)::text AS ${q(`out_${c}`)}`);
   const transform = `(\n${input.transformSql.trim().replace(/;\s*$/, '')}\n) AS genfill_transform`;
   const insert = (from: string) =>
     `INSERT INTO ${qualifiedGenerationTable(input.dataset, input.generation)} (generation, ${cols.join(', ')})\n  SELECT $4::text, ${cols.map((c) => `o.${c}`).join(', ')} FROM ${from} AS o`;
@@ -94,6 +97,12 @@ ins AS (
   ON CONFLICT DO NOTHING
   RETURNING 1
 )`;
+  // The release floor, tested against this statement's own snapshot (invariant 8), when the
+  // caller names the release: one round trip less than asking after the statement.
+  const floor = input.release
+    ? `,\n       (SELECT genfill.snapshot_contains((SELECT s FROM snap), f.floor) FROM genfill.release_floors f WHERE f.release = $5) AS floor_ok,
+       (SELECT f.floor::text FROM genfill.release_floors f WHERE f.release = $5) AS floor`
+    : '';
   const text = `
 WITH snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
 ${depCtes.map((d) => `${d},\n`).join('')}source AS NOT MATERIALIZED (
@@ -102,16 +111,20 @@ ${depCtes.map((d) => `${d},\n`).join('')}source AS NOT MATERIALIZED (
 ),
 ${body}
 SELECT (SELECT s FROM snap)::text AS watermark, $3::text AS timezone,
-       (SELECT count(*) FROM source) AS rows_in,
-       (SELECT count(*) FROM ${written}) AS rows_out,
-       (SELECT count(*) FROM ins) AS inserted,
+       si.rows_in, so.rows_out,
+       ${mode === 'fast' ? 'so.rows_out AS inserted' : '(SELECT count(*) FROM ins) AS inserted'},
        ${mode === 'fast' ? '0 AS fanout_keys, NULL::text[] AS fanout_sample' : `(SELECT count(*) FROM fanout) AS fanout_keys,
        (SELECT array_agg(k ORDER BY k) FROM (SELECT k FROM fanout ORDER BY k LIMIT ${sample}) f) AS fanout_sample`},
-       (SELECT ${rootAgg(rowHashExpr(input.key, 'o'))} FROM ${written} AS o)::text AS key_root,
-       (SELECT ${rootAgg(rowHashExpr(input.columns, 'o'))} FROM ${written} AS o)::text AS row_root${deps
+       so.key_root, so.row_root${deps
          .map((_, i) => `,\n       (SELECT n FROM dep_${i})::text AS dep_n_${i}, (SELECT h FROM dep_${i})::text AS dep_h_${i}`)
-         .join('')}${sums.map((x) => `,\n       ${x}`).join('')}`;
-  return { text, values: [...boundValues(input), input.timezone, input.generation] };
+         .join('')}${input.conserved.map((c) => `,\n       si.${q(`src_${c}`)}, so.${q(`out_${c}`)}`).join('')}${floor}
+  FROM (SELECT count(*) AS rows_in${srcSums.map((x) => `, ${x}`).join('')} FROM source) AS si,
+       (SELECT count(*) AS rows_out, ${rootAgg(rowHashExpr(input.key, 'o'))}::text AS key_root,
+               ${rootAgg(rowHashExpr(input.columns, 'o'))}::text AS row_root${outSums.map((x) => `, ${x}`).join('')}
+          FROM ${written} AS o) AS so`;
+  const values: unknown[] = [...boundValues(input), input.timezone, input.generation];
+  if (input.release) values.push(input.release);
+  return { text, values };
 }
 
 /** A repair first deletes the candidate's rows of the partition's range (tombstones too). */

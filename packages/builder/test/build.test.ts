@@ -47,7 +47,7 @@ afterAll(() => db.end());
 describe('claim and build', () => {
   it('builds a partition with its receipt in one transaction and marks it BUILT', async () => {
     const c = await claim('three-days@1', 'b-20250701T000000Z');
-    expect(c).toEqual({ kind: 'claimed', attempt: 1 });
+    expect(c).toMatchObject({ kind: 'claimed', attempt: 1 });
     const res = await buildPartition(db, { release: 'three-days@1', partition: 'b-20250701T000000Z', attempt: 1 });
     const inDay = await count(`SELECT count(*) AS n FROM public.orders WHERE created_at >= '2025-07-01' AND created_at < '2025-07-02'`);
     expect(res).toMatchObject({ rowsIn: inDay, rowsOut: inDay, inserted: inDay, releaseBuilt: false });
@@ -79,7 +79,7 @@ describe('claim and build', () => {
     expect(await claim('three-days@1', 'b-20250702T000000Z', 'worker-b')).toMatchObject({ kind: 'refused', reason: 'leased' });
     await db.query(`UPDATE genfill.partitions SET lease_expires_at = now() - interval '1 second' WHERE id = 'b-20250702T000000Z'`);
     const b = await claim('three-days@1', 'b-20250702T000000Z', 'worker-b');
-    expect([a, b]).toEqual([{ kind: 'claimed', attempt: 1 }, { kind: 'claimed', attempt: 2 }]);
+    expect([a, b]).toMatchObject([{ kind: 'claimed', attempt: 1 }, { kind: 'claimed', attempt: 2 }]);
     await expect(buildPartition(db, { release: 'three-days@1', partition: 'b-20250702T000000Z', attempt: 1 })).rejects.toBeInstanceOf(StaleLeaseError);
     expect(await count(`SELECT count(*) AS n FROM genfill_data.orders_three__g1 WHERE created_at >= '2025-07-02' AND created_at < '2025-07-03'`)).toBe(0);
     await buildPartition(db, { release: 'three-days@1', partition: 'b-20250702T000000Z', attempt: 2 });
@@ -89,9 +89,9 @@ describe('claim and build', () => {
 
   it('lets a claim take over a lease that has run out, fencing the old holder', async () => {
     const a = await claim('three-days@1', 'b-20250703T000000Z', 'worker-a', 0);
-    expect(a).toEqual({ kind: 'claimed', attempt: 1 });
+    expect(a).toMatchObject({ kind: 'claimed', attempt: 1 });
     const b = await claim('three-days@1', 'b-20250703T000000Z', 'worker-b');
-    expect(b).toEqual({ kind: 'claimed', attempt: 2 });
+    expect(b).toMatchObject({ kind: 'claimed', attempt: 2 });
     await expect(buildPartition(db, { release: 'three-days@1', partition: 'b-20250703T000000Z', attempt: 1 })).rejects.toBeInstanceOf(StaleLeaseError);
   });
 

@@ -89,7 +89,7 @@ describe('repair', () => {
     await new Promise((r) => setTimeout(r, 20));
     // A worker's delivery of the re-enqueued job: an ordinary claim and build.
     const w = await claimPartition(db, { release: R, partition: P, worker: 'worker-2', leaseMs: 60_000 });
-    expect(w).toEqual({ kind: 'claimed', attempt: (dead as { attempt: number }).attempt + 1 });
+    expect(w).toMatchObject({ kind: 'claimed', attempt: (dead as { attempt: number }).attempt + 1 });
     const built = await buildPartition(db, { release: R, partition: P, attempt: (w as { attempt: number }).attempt });
     expect(built.releaseBuilt).toBe(true);
     expect(await diff()).toBe(0);

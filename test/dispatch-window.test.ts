@@ -19,8 +19,8 @@ const env = { DATABASE_URL: db.url, REDIS_URL, GENFILL_QUEUE_PREFIX: queues.pref
 const cli = (...args: string[]) => runCli(args, env);
 const children = new Set<ChildProcess>();
 
-function worker(): ChildProcess {
-  const child = spawn(process.execPath, [BIN, 'worker', '--no-throttle', '--lock-duration', '1500', '--release', 'win@1'], {
+function worker(release: string): ChildProcess {
+  const child = spawn(process.execPath, [BIN, 'worker', '--no-throttle', '--lock-duration', '1500', '--release', release], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -32,8 +32,8 @@ function worker(): ChildProcess {
 
 const one = async (sql: string, values: unknown[] = []) => (await db.pool.query(sql, values)).rows[0];
 /** Jobs of the release Redis holds that are still to run or running. */
-async function live(): Promise<number> {
-  const c = await queues.queue('win@1').getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
+async function live(release: string): Promise<number> {
+  const c = await queues.queue(release).getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
   return Object.values(c).reduce((a, b) => a + b, 0);
 }
 
@@ -50,45 +50,67 @@ afterAll(async () => {
   for (const c of children) c.kill('SIGKILL');
 });
 
+/**
+ * Plan `release` (30 daily partitions of 200 orders), build it with two workers while sampling
+ * the live jobs every 20 ms, SIGKILL one worker, lose every Redis key: every partition is built
+ * exactly once and Redis never held more than the window.
+ */
+async function buildUnderFaults(release: string, dataset: string, partition: Record<string, unknown>, expected: { added: number; addedPartitions: number }, afterPlan?: () => Promise<void>) {
+  expect((await cli('release', 'submit', writeRelease(workspace(), dailyRelease(release, dataset, 30, { partition })))).code).toBe(0);
+  const plan = await cli('plan', release, '--json');
+  expect(plan.code).toBe(0);
+  const p = JSON.parse(plan.stdout);
+  expect(p.partitions).toBe(30);
+  expect(p.dispatch.enqueue).toMatchObject({ window: WINDOW, unfinished: 30, ...expected });
+  expect(await live(release)).toBe(WINDOW);
+  await afterPlan?.();
+  const built = async () => (await one(`SELECT count(*)::int AS n FROM genfill.partitions WHERE release = $1 AND status = 'BUILT'`, [release])).n as number;
+
+  let max = 0;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      max = Math.max(max, await live(release));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  const a = worker(release);
+  worker(release);
+  await waitFor('a third of the partitions built', async () => (await built()) >= 10);
+  a.kill('SIGKILL');
+  worker(release);
+  await waitFor('half built', async () => (await built()) >= 15);
+  expect(await queues.clear()).toBeGreaterThan(0);
+  await waitFor('the release built', async () => (await one(`SELECT state FROM genfill.releases WHERE id = $1`, [release])).state === 'BUILT', 120_000);
+  sampling = false;
+  await sampler;
+  for (const c of children) c.kill('SIGKILL');
+
+  expect(max).toBeGreaterThan(0);
+  expect(max).toBeLessThanOrEqual(WINDOW);
+  const r = await one(
+    `SELECT (SELECT count(*) FROM genfill.partitions WHERE release = $1)::int AS parts,
+            (SELECT count(*) FROM genfill.receipts WHERE release = $1)::int AS receipts,
+            (SELECT count(DISTINCT partition) FROM genfill.receipts WHERE release = $1)::int AS receipted`,
+    [release],
+  );
+  expect(r).toEqual({ parts: 30, receipts: 30, receipted: 30 });
+  const dupes = await one(`SELECT count(*)::int AS n FROM (SELECT order_id FROM genfill_data."${dataset}__g1" GROUP BY order_id HAVING count(*) > 1) d`);
+  expect(dupes.n).toBe(0);
+}
+
 describe('the dispatch window', () => {
   it(`keeps at most ${WINDOW} jobs in Redis; workers top it up until every partition is built once, through a SIGKILL and a Redis that lost every key`, async () => {
-    expect((await cli('release', 'submit', writeRelease(workspace(), dailyRelease('win@1', 'win_orders', 30)))).code).toBe(0);
-    const plan = await cli('plan', 'win@1', '--json');
-    expect(plan.code).toBe(0);
-    const p = JSON.parse(plan.stdout);
-    expect(p.partitions).toBe(30);
-    expect(p.dispatch.enqueue).toMatchObject({ window: WINDOW, added: WINDOW, unfinished: 30 });
-    expect(await live()).toBe(WINDOW);
+    await buildUnderFaults('win@1', 'win_orders', { every: 'P1D' }, { added: WINDOW, addedPartitions: WINDOW });
+  });
 
-    // Sample the window while two workers build; kill one mid-way, then lose every key.
-    let max = 0;
-    let sampling = true;
-    const sampler = (async () => {
-      while (sampling) {
-        max = Math.max(max, await live());
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    })();
-    const a = worker();
-    worker();
-    await waitFor('a third of the partitions built', async () => (await one(`SELECT count(*)::int AS n FROM genfill.partitions WHERE release = 'win@1' AND status = 'BUILT'`)).n >= 10);
-    a.kill('SIGKILL');
-    worker();
-    await waitFor('half built', async () => (await one(`SELECT count(*)::int AS n FROM genfill.partitions WHERE release = 'win@1' AND status = 'BUILT'`)).n >= 15);
-    expect(await queues.clear()).toBeGreaterThan(0);
-    await waitFor('the release built', async () => (await one(`SELECT state FROM genfill.releases WHERE id = 'win@1'`)).state === 'BUILT', 120_000);
-    sampling = false;
-    await sampler;
-
-    expect(max).toBeGreaterThan(0);
-    expect(max).toBeLessThanOrEqual(WINDOW);
-    const r = await one(
-      `SELECT (SELECT count(*) FROM genfill.partitions WHERE release = 'win@1')::int AS parts,
-              (SELECT count(*) FROM genfill.receipts WHERE release = 'win@1')::int AS receipts,
-              (SELECT count(DISTINCT partition) FROM genfill.receipts WHERE release = 'win@1')::int AS receipted`,
-    );
-    expect(r).toEqual({ parts: 30, receipts: 30, receipted: 30 });
-    const dupes = await one(`SELECT count(*)::int AS n FROM (SELECT order_id FROM genfill_data."win_orders__g1" GROUP BY order_id HAVING count(*) > 1) d`);
-    expect(dupes.n).toBe(0);
+  it('with partition.batchRows, a job is a unit of consecutive partitions, each with its own receipt, under the same faults', async () => {
+    // 200 estimated rows a day: units of 3 partitions fit 700 rows, so 4 jobs carry 12 partitions.
+    await buildUnderFaults('units@1', 'unit_orders', { every: 'P1D', batchRows: 700 }, { added: WINDOW, addedPartitions: 3 * WINDOW }, async () => {
+      // The first unit: the range's first day and the two after it, named by its first partition.
+      const jobs = await queues.queue('units@1').getJobs(['waiting']);
+      expect(jobs.map((j) => j.id).sort()).toEqual(['b-20250701T000000Z+2.e0', 'b-20250704T000000Z+2.e0', 'b-20250707T000000Z+2.e0', 'b-20250710T000000Z+2.e0']);
+      expect(jobs.find((j) => j.id === 'b-20250701T000000Z+2.e0')!.data.partitions).toEqual(['b-20250701T000000Z', 'b-20250702T000000Z', 'b-20250703T000000Z']);
+    });
   });
 });

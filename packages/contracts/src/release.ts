@@ -38,7 +38,13 @@ export const releaseSchema = z.strictObject({
   }),
   range: z.strictObject({ from: z.string(), to: z.string() }),
   timezone: z.string().min(1),
-  partition: z.strictObject({ every: z.string() }),
+  partition: z.strictObject({
+    every: z.string(),
+    // Consecutive partitions whose estimated rows add up to at most this many are dispatched as
+    // one job (a unit); each still gets its own claim, statement and receipt. 0 or absent: one
+    // job per partition.
+    batchRows: z.number().int().min(0).max(100_000_000).optional(),
+  }),
   transform: z.strictObject({ sql: z.string().min(1) }),
   dependencies: uniqueList(qualified).default([]),
   target: z.strictObject({

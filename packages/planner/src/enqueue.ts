@@ -7,7 +7,7 @@
 // before any job carrying them is added, so a crash between the two leaves nothing the next
 // run cannot re-derive.
 import type { ReleaseState } from '@genfill/contracts';
-import { buildJob, isRedisClient, jobId, type BuildQueue, type Redis } from '@genfill/queue';
+import { buildJob, isRedisClient, MAX_UNIT_PARTITIONS, unitJobId, type BuildQueue, type Redis } from '@genfill/queue';
 import { logAction, RELEASE_ACTIONS, withTransaction, type Conn, type Db } from '@genfill/registry';
 
 type PartitionStatus = 'PENDING' | 'RUNNING' | 'BUILT' | 'FAILED';
@@ -16,7 +16,46 @@ interface Unfinished {
   id: string;
   status: PartitionStatus;
   epoch: number;
+  kind: 'build' | 'carry';
+  /** The partition's estimated source rows (null before the estimate). */
+  est: number | null;
 }
+
+/**
+ * A unit: consecutive partitions (in seq order, one kind) dispatched as one job. The grouping
+ * runs over EVERY partition of the release, built or not, and est_rows does not change once
+ * the release is BUILDING, so a unit always has the same members and each dispatcher (plan,
+ * the planner service, every worker's top-up) derives the same job ids. Members are built one
+ * by one, each with its own claim and receipt.
+ */
+export interface Unit {
+  jobId: string;
+  members: Unfinished[];
+}
+
+export function groupUnits(parts: Unfinished[], batchRows: number): Unit[] {
+  const units: Unit[] = [];
+  let cur: Unfinished[] = [];
+  let rows = 0;
+  const close = () => {
+    if (cur.length > 0) units.push({ jobId: unitJobId(cur), members: cur });
+    cur = [];
+    rows = 0;
+  };
+  for (const p of parts) {
+    // Unknown size: alone. Batching off (0): alone.
+    const est = p.est ?? Number.POSITIVE_INFINITY;
+    const fits = batchRows > 0 && cur.length > 0 && cur.length < MAX_UNIT_PARTITIONS && cur[0]!.kind === p.kind && rows + est <= batchRows;
+    if (!fits) close();
+    cur.push(p);
+    rows += est;
+  }
+  close();
+  return units;
+}
+
+/** The members a unit's job still has to build: not built, and not failed for good. */
+const open = (u: Unit) => u.members.filter((m) => m.status !== 'BUILT' && m.status !== 'FAILED');
 
 export interface EnqueueOptions {
   /**
@@ -42,6 +81,8 @@ export interface EnqueueResult {
   unfinished: number;
   /** Jobs this call submitted because Redis did not hold their id (BullMQ drops duplicates). */
   added: number;
+  /** Partitions those jobs carry (more than `added` when the release batches: partition.batchRows). */
+  addedPartitions: number;
   /** Partitions moved to a new enqueue epoch by this call. */
   requeued: number;
   requeuedPartitions: string[];
@@ -54,18 +95,25 @@ export interface EnqueueResult {
 
 const CHUNK = 1000;
 
-async function listUnfinished(conn: Conn | Db, release: string): Promise<Unfinished[]> {
-  const { rows } = await conn.query<Unfinished>(
-    `SELECT id, status, enqueue_epoch AS epoch FROM genfill.partitions
-      WHERE release = $1 AND status <> 'BUILT' ORDER BY seq`,
+/** Every partition of the release in seq order (units are grouped over all of them). */
+async function listPartitions(conn: Conn | Db, release: string): Promise<Unfinished[]> {
+  const { rows } = await conn.query<Omit<Unfinished, 'est'> & { est: string | null }>(
+    `SELECT id, status, enqueue_epoch AS epoch, kind, est_rows::text AS est FROM genfill.partitions
+      WHERE release = $1 ORDER BY seq`,
     [release],
   );
-  return rows;
+  return rows.map((r) => ({ ...r, est: r.est === null ? null : Number(r.est) }));
 }
 
 async function releaseState(conn: Conn | Db, release: string): Promise<ReleaseState | null> {
   const { rows } = await conn.query<{ state: ReleaseState }>('SELECT state FROM genfill.releases WHERE id = $1', [release]);
   return rows[0]?.state ?? null;
+}
+
+/** The release's partition.batchRows (0: one job per partition). */
+async function batchRowsOf(conn: Conn | Db, release: string): Promise<number> {
+  const { rows } = await conn.query<{ n: string | null }>(`SELECT spec->'partition'->>'batchRows' AS n FROM genfill.releases WHERE id = $1`, [release]);
+  return Number(rows[0]?.n ?? 0);
 }
 
 /** The connection releaseQueue was given: the pipeline below needs the raw client. */
@@ -176,15 +224,16 @@ export async function enqueueUnfinished(
   if (!opts.locked) return (await withDispatchLock(db, release, true, () => enqueueUnfinished(db, queue, release, { ...opts, locked: true })))!;
   const requeueFailed = opts.requeueFailed ?? true;
   const window = Math.min(DISPATCH_WINDOW.max, Math.max(1, Math.floor(opts.window ?? DISPATCH_WINDOW.default)));
-  const result: EnqueueResult = { release, state: null, unfinished: 0, added: 0, requeued: 0, requeuedPartitions: [], lost: 0, window, live: 0 };
+  const result: EnqueueResult = { release, state: null, unfinished: 0, added: 0, addedPartitions: 0, requeued: 0, requeuedPartitions: [], lost: 0, window, live: 0 };
   result.state = await releaseState(db, release);
   if (result.state !== 'BUILDING') return result;
 
-  const before = await listUnfinished(db, release);
+  const batchRows = await batchRowsOf(db, release);
+  const before = await listPartitions(db, release);
   // Jobs BullMQ gave up on, from its failed set (bounded), rather than a lookup per partition.
   const failedIds = new Set(await redisOf(queue).zrange(queue.keys.failed!, '0', '-1'));
   const failed = requeueFailed ? before.filter((p) => p.status === 'FAILED') : [];
-  const stuck = before.filter((p) => p.status !== 'FAILED' && failedIds.has(jobId(p.id, p.epoch)));
+  const stuck = groupUnits(before, batchRows).flatMap((u) => (failedIds.has(u.jobId) ? open(u) : []));
 
   const { after, state } = await withTransaction(db, async (conn) => {
     const bumped = [
@@ -205,34 +254,41 @@ export async function enqueueUnfinished(
       });
     }
     // A fresh statement sees every commit so far, including a concurrent planner's bumps.
-    return { after: await listUnfinished(conn, release), state: await releaseState(conn, release) };
+    return { after: await listPartitions(conn, release), state: await releaseState(conn, release) };
   });
   result.state = state;
-  result.unfinished = after.length;
+  result.unfinished = after.filter((p) => p.status !== 'BUILT').length;
   if (state !== 'BUILDING') return result;
 
   // A window of jobs, not one per partition: the deficit between the jobs Redis holds and the
-  // window goes in, the next unfinished partitions in seq order whose job Redis does not hold
-  // (an id it holds would be ignored anyway). A FAILED partition gets a job only through a
-  // requeue (a claim would refuse it). Workers and the planner call this again as partitions
-  // finish; a Redis that lost every key gets the first window back on the next call.
+  // window goes in, the next units in seq order with something to build whose job Redis does
+  // not hold (an id it holds would be ignored anyway). A FAILED partition gets a job only
+  // through a requeue (a claim would refuse it). Workers and the planner call this again as
+  // partitions finish; a Redis that lost every key gets the first window back on the next call.
   const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
   result.live = Object.values(counts).reduce((a, b) => a + b, 0);
   const deficit = result.window - result.live;
-  const missing: Unfinished[] = [];
-  const candidates = after.filter((p) => p.status !== 'FAILED');
+  const missing: Unit[] = [];
+  const candidates = groupUnits(after, batchRows).filter((u) => open(u).length > 0);
   for (let i = 0; i < candidates.length && missing.length < deficit; i += CHUNK) {
     const chunk = candidates.slice(i, i + CHUNK);
-    const presence = await jobPresence(queue, chunk.map((p) => jobId(p.id, p.epoch)));
-    for (const p of chunk) {
+    const presence = await jobPresence(queue, chunk.map((u) => u.jobId));
+    for (const u of chunk) {
       if (missing.length >= deficit) break;
-      if ((presence.get(jobId(p.id, p.epoch)) ?? 'absent') === 'absent') missing.push(p);
+      if ((presence.get(u.jobId) ?? 'absent') === 'absent') missing.push(u);
     }
   }
   for (let i = 0; i < missing.length; i += CHUNK) {
-    await queue.addBulk(missing.slice(i, i + CHUNK).map((p) => buildJob(release, p.id, p.epoch)));
+    await queue.addBulk(
+      missing.slice(i, i + CHUNK).map((u) => {
+        const todo = open(u).map((m) => m.id);
+        // The job's epoch: the unit's (the sum of its members'), the partition's own for a unit of one.
+        return buildJob(release, todo[0]!, u.members.reduce((a, m) => a + m.epoch, 0), { id: u.jobId, partitions: todo });
+      }),
+    );
   }
   result.added = missing.length;
+  result.addedPartitions = missing.reduce((a, u) => a + open(u).length, 0);
 
   // A cancel that committed after our check obliterated the queue before these adds landed:
   // take them out again (a claim would refuse them anyway, but none should be delivered).

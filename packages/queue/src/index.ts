@@ -1,4 +1,4 @@
-export { buildJobSchema, jobId, queueName } from './names.ts';
+export { buildJobSchema, jobId, MAX_UNIT_PARTITIONS, queueName, unitJobId } from './names.ts';
 export { buildJob, type BuildQueue, qualifiedQueueName, releaseQueue, syncQueuePause } from './queue.ts';
 export {
   asRedisUnavailable,

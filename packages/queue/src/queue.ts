@@ -39,11 +39,11 @@ export const BUILD_JOB_OPTIONS = {
   removeOnFail: false,
 } as const satisfies JobsOptions;
 
-export function buildJob(release: string, partition: string, epoch: number) {
+export function buildJob(release: string, partition: string, epoch: number, unit?: { id: string; partitions: string[] }) {
   return {
     name: BUILD_JOB as typeof BUILD_JOB,
-    data: { release, partition, epoch } satisfies BuildJob,
-    opts: { jobId: jobId(partition, epoch), ...BUILD_JOB_OPTIONS },
+    data: (unit && unit.partitions.length > 1 ? { release, partition, epoch, partitions: unit.partitions } : { release, partition, epoch }) satisfies BuildJob,
+    opts: { jobId: unit?.id ?? jobId(partition, epoch), ...BUILD_JOB_OPTIONS },
   };
 }
 

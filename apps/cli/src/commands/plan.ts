@@ -19,7 +19,9 @@ function describeDispatch(r: PlanDispatchResult): string[] {
   const added =
     e.added === 0 && e.unfinished > 0
       ? `nothing new: the ${count(e.unfinished)} unfinished partition${e.unfinished === 1 ? '' : 's'} already have jobs in ${r.dispatch.queue}`
-      : `${count(e.added)} job${e.added === 1 ? '' : 's'} added to ${r.dispatch.queue}; ${count(e.unfinished)} partition${e.unfinished === 1 ? '' : 's'} unfinished`;
+      : `${count(e.added)} job${e.added === 1 ? '' : 's'} added to ${r.dispatch.queue}` +
+        (e.addedPartitions > e.added ? ` (${count(e.addedPartitions)} partitions in units of up to partition.batchRows rows)` : '') +
+        `; ${count(e.unfinished)} partition${e.unfinished === 1 ? '' : 's'} unfinished`;
   lines.push(
     `  enqueued    ${added}` +
       (e.requeued > 0 ? `, ${count(e.requeued)} re-enqueued under a new epoch (${e.requeuedPartitions.slice(0, 5).join(', ')}${e.requeuedPartitions.length > 5 ? ', …' : ''})` : '') +

@@ -24,7 +24,7 @@ export interface CarrySummary {
 /** How many differing keys are listed as findings (the counts are exact). */
 const LIST = 10_000;
 
-export async function checkCarry(conn: Conn, s: Subject, w: FindingsWriter): Promise<CarrySummary | null> {
+export async function checkCarry(conn: Conn, s: Subject, w: Pick<FindingsWriter, 'add'>): Promise<CarrySummary | null> {
   if (!s.oldTable || !s.expectedActive || !s.partitions.some((p) => p.kind === 'carry')) return null;
   const p = new Params();
   const timeType = columnType(s, s.time);

@@ -3,7 +3,9 @@
 // move the release. The order of work:
 //   1. load the release, manifest, receipts and pins; refuse outside BUILT/RECONCILED;
 //   2. closure + coverage proof re-derived; dependencies recomputed;
-//   3. aggregate passes side by side: candidate (+ old generation join) | source, dual compute;
+//   3. aggregate passes side by side on the snapshot's connections, per key slice (merge.ts):
+//      the stored pass (candidate roots and old vs new in one merge join) and the dual compute;
+//      then the source pass and the carry ranges;
 //   4. per partition: receipt vs recomputed, stored vs dual, conserved sums;
 //   5. bisection of the partitions whose rows differ, and the key listings;
 //   6. verdict, stored and CASed in one fenced transaction with every finding;
@@ -12,18 +14,20 @@ import { dirname, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { RefusedError, type ReleaseState } from '@genfill/contracts';
 import type { Logger } from '@genfill/observability';
-import { DATA_SCHEMA, generationTable, type Db } from '@genfill/registry';
+import { DATA_SCHEMA, generationTable, type Conn, type Db } from '@genfill/registry';
 import { Bisector, type BisectResult } from './bisect.ts';
 import { checkCarry } from './carry.ts';
 import { checkOutside, comparePartitions, type PartitionCheck } from './compare.ts';
 import { defaultFindingsPath, FindingsExport } from './export.ts';
-import { FindingsWriter, type Finding, type FindingKind } from './findings.ts';
+import { FindingsWriter, type Finding, type FindingInput, type FindingKind } from './findings.ts';
 import { listConserved, listOldDiffs, listStrays } from './listing.ts';
 import { checkClosure, checkDependencies } from './manifest.ts';
-import { candidatePass, dualPass, hasEnvelope, oldPass, sourcePass, type CandidateBucket, type DualBucket, type OldBucket, type SourceBucket } from './passes.ts';
+import { dualKeyRoots, dualPass, keySlices, mergeSlices, storedPass, type MergeResult } from './merge.ts';
+import { root } from './roots.ts';
+import { hasEnvelope, sourcePass, type CandidateBucket, type DualBucket, type OldBucket, type SourceBucket } from './passes.ts';
 import { onConnections, openSnapshot } from './snapshot.ts';
 import { storeReconciliation, type Verdict } from './store.ts';
-import { buildPartitions, loadSubject } from './subject.ts';
+import { buildPartitions, loadSubject, type PartitionRef } from './subject.ts';
 import { summarize, type ReconcileSummary, type RowsRead } from './summary.ts';
 
 export interface ReconcileOptions {
@@ -106,14 +110,27 @@ export async function reconcile(db: Db, releaseId: string, opts: ReconcileOption
     const closure = checkClosure(s, w);
     const dependencies = await timed('dependencies', () => checkDependencies(session.primary, s, w));
     const build = buildPartitions(s);
-    // Longest first: the old-vs-new join and the dual compute each take a connection, the
-    // candidate and source passes follow on whichever frees up first.
-    const [old, dual, candidate, source] = await onConnections<[OldBucket[], DualBucket[], CandidateBucket[], SourceBucket[]]>(session, [
-      (c) => timed('old', () => oldPass(c, s, build)),
-      (c) => timed('dual', () => dualPass(c, s, build)),
-      (c) => timed('candidate', () => candidatePass(c, s, build)),
-      (c) => timed('source', () => sourcePass(c, s, build)),
+    // Per key slice (one per connection): the stored pass (candidate and old generation fused
+    // in one merge join) and the dual compute; then the source pass and the carry ranges, on
+    // whichever connection frees up first. Carry findings are held back and written after the
+    // in-range ones, in the order they always came.
+    const slices = await timed('plan', () => keySlices(session.primary, s, session.all.length));
+    const carryFindings: FindingInput[] = [];
+    type C = (typeof session.all)[number];
+    const t0 = performance.now();
+    const results = await onConnections<unknown[]>(session, [
+      ...slices.map((slice, i) => (c: C) => timed(`stored.${i + 1}`, () => storedPass(c, s, build, slice))),
+      ...slices.map((slice, i) => (c: C) => timed(`dual.${i + 1}`, () => dualPass(c, s, build, slice))),
+      (c: C) => timed('source', () => sourcePass(c, s, build)),
+      (c: C) => timed('carry', () => checkCarry(c, s, { add: (f) => void carryFindings.push(f) })),
     ]);
+    timings.passes = ms(t0);
+    type Rows = Awaited<ReturnType<typeof storedPass>>;
+    const merged = await mergeSlices(session.primary, s, build, results.slice(0, slices.length) as Rows[], results.slice(slices.length, 2 * slices.length) as Rows[]);
+    const source = results[2 * slices.length] as SourceBucket[];
+    const carry = results[2 * slices.length + 1] as Awaited<ReturnType<typeof checkCarry>>;
+    await timed('dualKeys', () => completeDualKeys(session.primary, s, build, merged));
+    const { candidate, dual, old } = merged;
     const passes = { candidate, source, dual, old };
     log?.debug({ timings }, 'aggregate passes done');
 
@@ -134,8 +151,9 @@ export async function reconcile(db: Db, releaseId: string, opts: ReconcileOption
       const conservedOff = checks.filter((c) => c.conservedOff.length > 0).map((c) => c.bucket);
       if (conservedOff.length > 0) await listConserved(session.primary, s, conservedOff, build, w);
     });
-    // Outside the range: the candidate's carried rows against the old generation, every column.
-    const carry = await timed('carry', () => checkCarry(session.primary, s, w));
+    // Outside the range: the candidate's carried rows against the old generation, every column
+    // (checked above, side by side with the passes).
+    for (const f of carryFindings) w.add(f);
     await w.drain();
     await session.close();
 
@@ -174,6 +192,21 @@ export async function reconcile(db: Db, releaseId: string, opts: ReconcileOption
     await writer?.close();
     await exported?.discard();
     await session.close();
+  }
+}
+
+/**
+ * The dual key root of the partitions whose dual rows differ from the stored rows (the pass
+ * skips it: see dualPassSql): one more run of the transform, hashing only their rows.
+ */
+async function completeDualKeys(conn: Conn, s: Awaited<ReturnType<typeof loadSubject>>, build: PartitionRef[], m: MergeResult): Promise<void> {
+  if (m.dualKeysPending.length === 0) return;
+  const roots = await dualKeyRoots(conn, s, build, m.dualKeysPending);
+  const pending = new Set(m.dualKeysPending);
+  for (const d of m.dual) {
+    if (d.bucket === null || !pending.has(d.bucket)) continue;
+    const x = roots.get(d.bucket);
+    d.digest = { keys: x ? root(x.count, x.root) : root(0, 0), rows: d.digest.rows };
   }
 }
 

@@ -172,8 +172,13 @@ function scale(d: Temporal.Duration, k: number): Temporal.Duration {
   });
 }
 
-/** from, from + 1·every, …, the last one below `to`, then `to` itself. */
-function gridBoundaries({ from, to, timeZone, every }: ParsedSpec): Temporal.Instant[] {
+/** The time components of `every` as exact seconds (parseEvery admits no sub-second part). */
+function exactSeconds(every: Temporal.Duration): number {
+  return every.hours * 3600 + every.minutes * 60 + every.seconds;
+}
+
+/** from, from + 1·every, …, the last one below `to`, then `to` itself (epoch nanoseconds). */
+function gridBoundaries({ from, to, timeZone, every }: ParsedSpec): bigint[] {
   const tooMany = (what: string): InvalidInputError =>
     new InvalidInputError([
       {
@@ -182,27 +187,32 @@ function gridBoundaries({ from, to, timeZone, every }: ParsedSpec): Temporal.Ins
       },
     ]);
   const start = from.toZonedDateTimeISO(timeZone);
+  const end = to.epochNanoseconds;
   try {
     // Estimate first so an absurd grid is refused without computing 200k boundaries.
-    const spanSeconds = Number((to.epochNanoseconds - from.epochNanoseconds) / 1_000_000_000n);
+    const spanSeconds = Number((end - from.epochNanoseconds) / 1_000_000_000n);
     const estimate = Math.ceil(spanSeconds / every.total({ unit: 'seconds', relativeTo: start }));
     if (estimate > MAX_PARTITIONS) throw tooMany(`about ${estimate}`);
 
-    const out: Temporal.Instant[] = [from];
+    const out: bigint[] = [from.epochNanoseconds];
+    // Time components only: ZonedDateTime.add is exact elapsed time then, whatever the zone, so
+    // from + k·every is arithmetic on the epoch (a tenth of the cost of add() per boundary).
+    const exact = every.years === 0 && every.months === 0 && every.weeks === 0 && every.days === 0;
+    const step = BigInt(exactSeconds(every)) * 1_000_000_000n;
     for (let k = 1; ; k++) {
-      const next = start.add(scale(every, k)).toInstant();
+      const next = exact ? out[0]! + BigInt(k) * step : start.add(scale(every, k)).epochNanoseconds;
       const prev = out[out.length - 1]!;
       // Possible when a zone skips a whole local day (Pacific/Apia, 30 Dec 2011): two k land on one instant.
-      if (Temporal.Instant.compare(next, prev) <= 0) {
+      if (next <= prev) {
         throw new InvalidInputError([
           {
             path: 'partition.every',
-            message: `boundaries are not strictly increasing in ${timeZone}: from + ${k}·${every.toString()} is ${next.toString()}, not after ${prev.toString()} (a time zone transition swallows a partition); choose another partition.every, timezone or range`,
+            message: `boundaries are not strictly increasing in ${timeZone}: from + ${k}·${every.toString()} is ${Temporal.Instant.fromEpochNanoseconds(next).toString()}, not after ${Temporal.Instant.fromEpochNanoseconds(prev).toString()} (a time zone transition swallows a partition); choose another partition.every, timezone or range`,
           },
         ]);
       }
-      if (Temporal.Instant.compare(next, to) >= 0) {
-        out.push(to);
+      if (next >= end) {
+        out.push(end);
         return out;
       }
       if (out.length >= MAX_PARTITIONS) throw tooMany(`more than ${MAX_PARTITIONS}`);
@@ -218,13 +228,61 @@ function gridBoundaries({ from, to, timeZone, every }: ParsedSpec): Temporal.Ins
   }
 }
 
+/** formatInstant of epoch nanoseconds. */
+function formatNs(ns: bigint): string {
+  if (ns % 1_000_000_000n === 0n) return new Date(Number(ns / 1_000_000n)).toISOString().replace('.000Z', 'Z');
+  return Temporal.Instant.fromEpochNanoseconds(ns).toString();
+}
+
 export function computeGrid(spec: GridSpec): GridPartition[] {
-  const b = gridBoundaries(parseSpec(spec)).map(formatInstant);
+  const b = gridBoundaries(parseSpec(spec)).map(formatNs);
   const partitions: GridPartition[] = [];
   for (let i = 0; i + 1 < b.length; i++) {
     partitions.push({ seq: i, id: idOf('build', b[i]!), kind: 'build', lower: b[i]!, upper: b[i + 1]! });
   }
   return partitions;
+}
+
+/** The sha256 of a grid's boundaries as coverageProof hashes them: each lower, then the last upper. */
+function boundariesSha256(boundaries: string[]): string {
+  return createHash('sha256').update(boundaries.join('\n')).digest('hex');
+}
+
+/**
+ * One step of the grid as a database computes it (registry `insertGrid`): whole months (years
+ * included) and whole days (weeks included) added to the wall clock of `from` in the zone,
+ * then exact seconds.
+ */
+export interface GridSteps {
+  months: number;
+  days: number;
+  seconds: number;
+}
+
+/**
+ * What plan needs from the reference grid without building it: the coverage proof of
+ * computeGrid(spec) (equal to coverageProof(spec, computeGrid(spec))) and the steps from
+ * which a database recomputes the same boundaries; the database's grid must hash the same.
+ */
+export function plannedGrid(spec: GridSpec): { proof: CoverageProof; steps: GridSteps } {
+  const parsed = parseSpec(spec);
+  const b = gridBoundaries(parsed).map(formatNs);
+  const { every } = parsed;
+  return {
+    proof: {
+      from: formatInstant(parsed.from),
+      to: formatInstant(parsed.to),
+      timezone: parsed.timeZone,
+      every: every.toString(),
+      count: b.length - 1,
+      contiguous: true,
+      exactEnds: true,
+      overlaps: 0,
+      gaps: 0,
+      boundariesSha256: boundariesSha256(b),
+    },
+    steps: { months: every.years * 12 + every.months, days: every.weeks * 7 + every.days, seconds: exactSeconds(every) },
+  };
 }
 
 /**
@@ -278,7 +336,7 @@ export function coverageProof(spec: GridSpec, partitions: GridPartition[]): Cove
     exactEnds,
     overlaps,
     gaps,
-    boundariesSha256: createHash('sha256').update(boundaries.join('\n')).digest('hex'),
+    boundariesSha256: boundariesSha256(boundaries),
   };
 }
 

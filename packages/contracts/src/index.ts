@@ -23,7 +23,18 @@ export {
   StaleLeaseError,
   UnknownDatasetError,
 } from './errors.ts';
-export { CARRY_MAX, CARRY_MIN, computeGrid, coverageProof, type CoverageProof, type GridPartition, isCarryMax, isCarryMin } from './grid.ts';
+export {
+  CARRY_MAX,
+  CARRY_MIN,
+  computeGrid,
+  coverageProof,
+  type CoverageProof,
+  type GridPartition,
+  type GridSteps,
+  isCarryMax,
+  isCarryMin,
+  plannedGrid,
+} from './grid.ts';
 export { type LoadedRelease, loadRelease, releaseSchema, type ReleaseSpec, sha256 } from './release.ts';
 export { type Query, quoteIdent, quoteQualified } from './sql.ts';
 export { canTransition, OPEN_STATES, RELEASE_STATES, type ReleaseState, TRANSITIONS } from './states.ts';

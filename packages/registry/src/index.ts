@@ -29,9 +29,12 @@ export {
   dependencyPins,
   findManifest,
   insertDependencyPin,
+  insertGrid,
   insertManifest,
   insertPartitions,
+  manifestEnds,
   rangeUnion,
+  storedCoverage,
   storedGrid,
 } from './manifest.ts';
 export { assertSchemaCurrent, LATEST_VERSION, migrate } from './migrate.ts';

@@ -1,4 +1,6 @@
-import type { CoverageProof, GridPartition } from '@genfill/contracts';
+// The manifest of a release: its build partitions (the grid, computed by the database), carry
+// chunks, the coverage proof re-derived from the stored rows, and the dependency pins.
+import { RefusedError, type CoverageProof, type GridPartition, type GridSteps } from '@genfill/contracts';
 import type { Conn } from './db.ts';
 
 export interface PartitionRow {
@@ -29,6 +31,117 @@ export async function insertPartitions(conn: Conn, release: string, parts: GridP
   );
 }
 
+/**
+ * The grid of SPEC "Release" → "Grid" (invariant 1) in SQL, so the manifest's rows never cross
+ * the wire: lower(k) = from + k·every and upper(k) = least(lower(k + 1), to) for k < count,
+ * with computeGrid's ids (b- and the lower in ISO basic format, UTC), seq = k and kind build.
+ * Like Temporal's ZonedDateTime.add (the reference, packages/contracts/src/grid.ts): the months
+ * and days of k·every go onto the wall clock of `from` in the zone (a timestamp: calendar
+ * arithmetic, month ends clamped), that wall clock becomes an instant once, and the seconds of
+ * k·every are then added as elapsed time. Each k is computed from `from` afresh; a
+ * generate_series over timestamps would add cumulatively (31 Jan + P1M + P1M = 28 Mar).
+ *
+ * The wall clock → instant step is Temporal's ("compatible"), not PostgreSQL's: with z the wall
+ * clock read as UTC and w0, w1 the zone's offsets at z ∓ 1 day, a wall clock in a repeated hour
+ * takes the earlier instant (z − w0) where a timestamptz cast takes the later one; in a skipped
+ * hour both take z − w0 (02:30 Berlin on the last Sunday of March is 03:30 CEST); otherwise the
+ * single offset that maps back to z. The zone is the session TimeZone, set for this statement
+ * only (AT TIME ZONE would read CET, EET, … as fixed abbreviations; SET reads the tzdata zones).
+ * `count` is the reference grid's; the caller compares the stored grid's proof with it.
+ */
+export async function insertGrid(
+  conn: Conn,
+  g: { release: string; from: string; to: string; timezone: string; steps: GridSteps; count: number },
+): Promise<void> {
+  const { rows } = await conn.query<{ tz: string }>(`SELECT current_setting('TimeZone') AS tz`);
+  try {
+    await conn.query(`SELECT set_config('TimeZone', $1, true)`, [g.timezone]);
+  } catch (err) {
+    if ((err as { code?: string }).code !== '22023') throw err;
+    throw new RefusedError(
+      `PostgreSQL does not know the time zone ${g.timezone} of release ${g.release} (${(err as Error).message}): update the server's tzdata or choose another zone, then plan again`,
+      { cause: err },
+    );
+  }
+  await conn.query(
+    `WITH wall AS (
+       -- The months and days of k·every on the wall clock of from, read as UTC: z seconds.
+       SELECT k, extract(epoch FROM $2::timestamptz::timestamp + make_interval(months => k * $5::int, days => k * $6::int))::bigint AS z
+         FROM generate_series(0, $4::int) AS k
+     ), offsets AS (
+       SELECT k, z, extract(timezone FROM to_timestamp(z - 86400))::bigint AS w0, extract(timezone FROM to_timestamp(z + 86400))::bigint AS w1
+         FROM wall
+     ), bounds AS (
+       -- k = 0 is from itself, and without months or days the wall clock is never consulted.
+       SELECT k,
+              CASE WHEN k = 0 OR ($5::int = 0 AND $6::int = 0) THEN $2::timestamptz
+                   ELSE to_timestamp(z - CASE WHEN w0 <> w1 AND extract(timezone FROM to_timestamp(z - w0)) = extract(timezone FROM to_timestamp(z - w1))
+                                              THEN extract(timezone FROM to_timestamp(z - w0))::bigint
+                                              ELSE w0 END)
+              END
+              + make_interval(hours => (k * $7::bigint / 3600)::int, mins => (k * $7::bigint % 3600 / 60)::int, secs => k * $7::bigint % 60) AS lower
+         FROM offsets
+     ), grid AS (
+       SELECT k, lower, least(lead(lower) OVER (ORDER BY k), $3::timestamptz) AS upper FROM bounds
+     )
+     INSERT INTO genfill.partitions (release, id, seq, kind, lower, upper)
+     SELECT $1, 'b-' || to_char(lower AT TIME ZONE 'UTC', 'YYYYMMDD"T"HH24MISS"Z"'), k, 'build', lower, upper
+       FROM grid WHERE k < $4`,
+    [g.release, g.from, g.to, g.count, g.steps.months, g.steps.days, g.steps.seconds],
+  );
+  await conn.query(`SELECT set_config('TimeZone', $1, true)`, [rows[0]!.tz]);
+}
+
+/** A stored instant as coverageProof formats it (whole seconds, UTC). */
+const ISO_UTC = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`;
+
+/**
+ * coverageProof's figures re-derived by the database from the stored build partitions (what is
+ * stored, not what the planner meant to store), in the order coverageProof reads them: contiguous
+ * in order of lower, exact ends, overlaps and gaps by a sweep over (lower, upper) with the reach
+ * of the partitions before, and the sha256 of every lower and the last upper, one a line.
+ */
+export async function storedCoverage(
+  conn: Conn,
+  release: string,
+  range: { from: string; to: string },
+): Promise<Pick<CoverageProof, 'count' | 'contiguous' | 'exactEnds' | 'overlaps' | 'gaps' | 'boundariesSha256'>> {
+  const { rows } = await conn.query<{ count: number; contiguous: boolean; exactEnds: boolean; overlaps: number; gaps: number; boundariesSha256: string }>(
+    `WITH p AS (
+       SELECT lower, upper, row_number() OVER w AS i, lead(lower) OVER w AS next_lower,
+              max(upper) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+         FROM genfill.partitions WHERE release = $1 AND kind = 'build'
+       WINDOW w AS (ORDER BY lower, upper))
+     SELECT count(*)::int AS count,
+            count(*) > 0 AND coalesce(bool_and(lower < upper AND (next_lower IS NULL OR next_lower = upper)), false) AS contiguous,
+            coalesce(bool_or(i = 1 AND lower = $2::timestamptz), false) AND coalesce(bool_or(next_lower IS NULL AND upper = $3::timestamptz), false) AS "exactEnds",
+            count(*) FILTER (WHERE lower < reach)::int AS overlaps,
+            (count(*) FILTER (WHERE greatest(coalesce(reach, $2::timestamptz), $2::timestamptz) < least(lower, $3::timestamptz))
+              + CASE WHEN greatest(coalesce(max(upper), $2::timestamptz), $2::timestamptz) < $3::timestamptz THEN 1 ELSE 0 END)::int AS gaps,
+            encode(sha256(convert_to(coalesce(string_agg(${ISO_UTC('lower')}, E'\n' ORDER BY lower, upper)
+                                              || E'\n' || max(${ISO_UTC('upper')}) FILTER (WHERE next_lower IS NULL), ''), 'UTF8')), 'hex') AS "boundariesSha256"
+       FROM p`,
+    [release, range.from, range.to],
+  );
+  return rows[0]!;
+}
+
+/** The first and last build partitions (by seq, which is k: the order of lower) and the number of carry chunks. */
+export async function manifestEnds(
+  conn: Conn,
+  release: string,
+): Promise<{ first: { id: string; lower: string; upper: string } | null; last: { id: string; lower: string; upper: string } | null; carry: number }> {
+  const { rows } = await conn.query<{ first: { id: string; lower: string; upper: string } | null; last: { id: string; lower: string; upper: string } | null; carry: number }>(
+    `SELECT (SELECT json_build_object('id', id, 'lower', ${ISO_UTC('lower')}, 'upper', ${ISO_UTC('upper')})
+               FROM genfill.partitions WHERE release = $1 AND kind = 'build' ORDER BY seq LIMIT 1) AS first,
+            (SELECT json_build_object('id', id, 'lower', ${ISO_UTC('lower')}, 'upper', ${ISO_UTC('upper')})
+               FROM genfill.partitions WHERE release = $1 AND kind = 'build' ORDER BY seq DESC LIMIT 1) AS last,
+            (SELECT count(*)::int FROM genfill.partitions WHERE release = $1 AND kind = 'carry') AS carry`,
+    [release],
+  );
+  return rows[0]!;
+}
+
 export async function insertManifest(
   conn: Conn,
   m: { release: string; count: number; boundariesSha256: string; proof: CoverageProof },
@@ -43,8 +156,7 @@ export async function insertManifest(
 export async function storedGrid(conn: Conn, release: string): Promise<GridPartition[]> {
   const { rows } = await conn.query<{ seq: number; id: string; kind: 'build' | 'carry'; lower: string; upper: string }>(
     `SELECT seq, id, kind,
-            to_char(lower AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS lower,
-            to_char(upper AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS upper
+            ${ISO_UTC('lower')} AS lower, ${ISO_UTC('upper')} AS upper
        FROM genfill.partitions WHERE release = $1 ORDER BY lower`,
     [release],
   );

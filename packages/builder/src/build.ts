@@ -3,7 +3,7 @@
 // receipt that completes the manifest moves the release to BUILDING → BUILT in the same
 // transaction. A fenced or failed build writes nothing.
 import { isCarryMax, isCarryMin, PartitionFailedError, StaleLeaseError } from '@genfill/contracts';
-import { commitPartition, dataColumns, dependencyPins, getRelease, getTransformSql, relationColumns, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
+import { commitPartition, dataColumns, dependencyPins, getRelease, getTransformSql, relationColumns, withTransaction, type Conn, type Db, type PartitionCommit, type ReleaseRow } from '@genfill/registry';
 import { carryDeleteStatement, carryStatement } from './carry.ts';
 import type { ClaimedPartition } from './claim.ts';
 import { boundValues, buildStatement, deleteRangeStatement, type BuildStatementInput, type DependencyColumns } from './statement.ts';
@@ -142,17 +142,72 @@ class KeyWrittenTwice extends Error {
   }
 }
 
-async function buildOnce(
-  db: Db,
-  q: { release: string; partition: string; attempt: number; claimMs?: number; claimed?: ClaimedPartition },
-  mode: 'fast' | 'safe',
-  firstTryMs = 0,
-): Promise<BuildResult> {
+type BuildRequest = { release: string; partition: string; attempt: number; claimMs?: number; claimed?: ClaimedPartition };
+
+function buildOnce(db: Db, q: BuildRequest, mode: 'fast' | 'safe', firstTryMs = 0): Promise<BuildResult> {
+  return withTransaction(db, async (conn) => commitStep(conn, await buildStep(db, conn, q, mode, firstTryMs)));
+}
+
+/** A partition whose statement ran and whose checks passed, waiting for its fenced receipt. */
+interface Built {
+  commit: PartitionCommit;
+  inserted: number;
+  timings: Record<string, number>;
+}
+
+/** The receipt (fence and completion check) of a built partition: what ends its build. */
+async function commitStep(conn: Conn, b: Built): Promise<BuildResult> {
+  // Fence, receipt and completion in one statement, as late as possible: the release row
+  // lock is held for one round trip (a stalled worker cannot hold it across several).
+  const t = performance.now();
+  const committed = await commitPartition(conn, b.commit);
+  b.timings.fence = Math.round((performance.now() - t) * 10) / 10;
+  return {
+    receiptId: committed.receiptId,
+    rowsIn: Number(b.commit.rowsIn),
+    rowsOut: Number(b.commit.rowsOut),
+    inserted: b.inserted,
+    watermark: b.commit.watermark,
+    releaseBuilt: committed.releaseBuilt,
+    timings: b.timings,
+  };
+}
+
+/**
+ * The partitions of a unit (partition.batchRows), each claimed at its attempt, built in ONE
+ * transaction: each partition's own statement, checks and receipt, the receipts last (so the
+ * release row lock is taken only at the end, for one short call per partition) and one commit
+ * for the unit — one WAL flush where each partition paid its own. A crash anywhere leaves none
+ * of them built. Anything that fails the transaction (a key written twice, a failed partition, a
+ * fenced one) rolls the whole unit back and throws UnitFallbackError: the caller then builds the
+ * unit's partitions one transaction each, where each outcome is handled alone.
+ */
+export async function buildUnit(db: Db, members: BuildRequest[]): Promise<BuildResult[]> {
+  try {
+    return await withTransaction(db, async (conn) => {
+      const built: Built[] = [];
+      for (const m of members) built.push(await buildStep(db, conn, m, 'fast'));
+      const out: BuildResult[] = [];
+      for (const b of built) out.push(await commitStep(conn, b));
+      return out;
+    });
+  } catch (err) {
+    throw new UnitFallbackError(err);
+  }
+}
+
+/** A unit's transaction failed; nothing of it was written: build its partitions one by one. */
+export class UnitFallbackError extends Error {
+  constructor(cause: unknown) {
+    super(`the unit's transaction failed (${(cause as Error).message}); nothing of it was written`, { cause });
+  }
+}
+
+async function buildStep(db: Db, conn: Conn, q: BuildRequest, mode: 'fast' | 'safe', firstTryMs = 0): Promise<Built> {
   const started = performance.now();
   const timings: Record<string, number> = { claim: q.claimMs ?? 0 };
   const lap = (name: string, since: number) => (timings[name] = Math.round((performance.now() - since) * 10) / 10);
-
-  return withTransaction(db, async (conn) => {
+  {
     let t = performance.now();
     const plan = await releasePlan(db, conn, q.release);
     let part: ClaimedPartition;
@@ -266,35 +321,26 @@ async function buildOnce(
     const conserved = Object.fromEntries(spec.reconcile.conserved.map((c) => [c, { source: r[`src_${c}`], candidate: r[`out_${c}`] }]));
     const dependencyHashes = carry ? {} : Object.fromEntries(pins.map((p) => [p.relation, { rows: p.row_count, hash: p.content_hash }]));
     timings.total = Math.round((performance.now() - started + firstTryMs + (q.claimMs ?? 0)) * 10) / 10;
-    // Fence, receipt and completion in one statement, as late as possible: the release row
-    // lock is held for one round trip (a stalled worker cannot hold it across several).
-    t = performance.now();
-    const committed = await commitPartition(conn, {
-      release: q.release,
-      partition: q.partition,
-      attempt: q.attempt,
-      kind: repair ? 'repair' : 'build',
-      releaseDigest: release.digest,
-      transformDigest: release.transform_digest,
-      watermark: String(r.watermark),
-      dependencyHashes,
-      rowsIn: String(r.rows_in),
-      rowsOut: String(r.rows_out),
-      conserved,
-      keyRoot: String(r.key_root),
-      rowRoot: String(r.row_root),
-      timings,
-      supersedes: superseded,
-    });
-    lap('fence', t);
     return {
-      receiptId: committed.receiptId,
-      rowsIn: Number(r.rows_in),
-      rowsOut: Number(r.rows_out),
+      commit: {
+        release: q.release,
+        partition: q.partition,
+        attempt: q.attempt,
+        kind: repair ? 'repair' : 'build',
+        releaseDigest: release.digest,
+        transformDigest: release.transform_digest,
+        watermark: String(r.watermark),
+        dependencyHashes,
+        rowsIn: String(r.rows_in),
+        rowsOut: String(r.rows_out),
+        conserved,
+        keyRoot: String(r.key_root),
+        rowRoot: String(r.row_root),
+        timings,
+        supersedes: superseded,
+      },
       inserted: Number(r.inserted),
-      watermark: String(r.watermark),
-      releaseBuilt: committed.releaseBuilt,
       timings,
     };
-  });
+  }
 }

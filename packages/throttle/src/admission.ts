@@ -2,13 +2,18 @@
 // token bucket of rows: a partition pays its estimated rows before it is claimed, so a big
 // partition waits longer than a small one and the fleet stays near the controller's rows/s.
 // Local mode only: bottleneck's Redis clustering loses its state on Redis 7 once keys are
-// lost, and the share is recomputed from the registry every second anyway.
+// lost, and the share is recomputed from the registry every quarter second anyway.
 import { setTimeout as sleep } from 'node:timers/promises';
 import Bottleneck from 'bottleneck';
 import type { Db } from '@genfill/registry';
 import { latestDecision } from './decisions.ts';
 
-const REFRESH_MS = 1_000;
+/**
+ * How often a worker re-reads the latest decision (one indexed row). A quarter second, not a
+ * second: the share a worker meters lagged each decision by up to a second, which was most of
+ * what an idle throttled build lost to `--no-throttle` while the controller ramped to its cap.
+ */
+const REFRESH_MS = 250;
 /** The bucket refills in steps this often; it holds at most one second of the share. */
 const STEP_MS = 100;
 /**

@@ -6,7 +6,7 @@
 import type { Logger } from '@genfill/observability';
 import { releaseQueue, type BuildQueue, type Redis } from '@genfill/queue';
 import type { Db } from '@genfill/registry';
-import { budgetOf, decide, initialKnobs, type Knobs } from './aimd.ts';
+import { budgetOf, Pacer } from './aimd.ts';
 import { knobsOf, latestDecision, recordDecision, releaseThrottleState, takeFence } from './decisions.ts';
 import { leaseKey, RedisLease } from './lease.ts';
 import type { ThrottleMetrics } from './metrics.ts';
@@ -44,15 +44,12 @@ export class ReleaseController {
   readonly #log: Logger;
   #role: Role = 'candidate';
   #token = 0;
-  #knobs: Knobs | null = null;
+  /** The knobs in force and the pacing of steps; null while not the leader. */
+  #pacer: Pacer | null = null;
   #signals: Signal[] = [];
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | null = null;
   #stopped = false;
-  #lastDecreaseAt = 0;
-  /** Started from the initial knobs and not cut since (see Observed.slowStart). */
-  #slowStart = false;
-  #lastStepAt = 0;
 
   constructor(o: ControllerOptions) {
     this.#o = o;
@@ -89,8 +86,7 @@ export class ReleaseController {
       if (!(await this.#lease.acquire())) return;
       this.#token = await takeFence(o.db, o.release, o.holder);
       const last = await latestDecision(o.db, o.release);
-      this.#knobs = last ? knobsOf(last) : null;
-      this.#slowStart = last === null;
+      this.#pacer = new Pacer(o.windowMs, last ? knobsOf(last) : null);
       this.#signals = o.signals();
       this.#role = 'leader';
       o.metrics?.leader(o.release, true);
@@ -99,24 +95,11 @@ export class ReleaseController {
 
     const readings = await Promise.all(this.#signals.map((s) => s.read()));
     const liveWorkers = await this.#liveWorkers();
-    const prev = this.#knobs ?? { ...initialKnobs(st.budget, liveWorkers), paused: st.throttlePaused };
     // What the fleet built over one step's window decides whether concurrency is wanted.
     const built = { rowsPerSecond: await fleetThroughput(o.db, o.release, o.windowMs), windowMs: o.windowMs };
-    // A release's first decision is the initial knobs themselves: the workers admit nothing
-    // until it exists, and the first step up waits one window, like every other step.
-    const first = this.#knobs === null;
-    let decision = first
-      ? { ...prev, action: 'hold' as const, binding: 'none' as const, ratio: null }
-      : decide(st.budget, prev, readings, { builtRowsPerSecond: built.rowsPerSecond, liveWorkers, slowStart: this.#slowStart });
-    // One step per window: a cut waits for the last cut to show, a climb for the last step.
+    const pacer = this.#pacer!;
     const now = Date.now();
-    if (first) this.#lastStepAt = now;
-    const early = decision.action === 'decrease' ? now - this.#lastDecreaseAt < o.windowMs : decision.action === 'increase' && now - this.#lastStepAt < o.windowMs;
-    if (early) decision = { ...decision, ...prev, action: 'hold' };
-    else if (decision.action === 'decrease' || decision.action === 'increase') {
-      this.#lastStepAt = now;
-      if (decision.action === 'decrease') this.#lastDecreaseAt = now;
-    }
+    const decision = pacer.propose(st.budget, readings, { builtRowsPerSecond: built.rowsPerSecond, liveWorkers }, now, st.throttlePaused);
     const workerRowsPerSecond = decision.rowsPerSecond / liveWorkers;
     const res = await recordDecision(o.db, { release: o.release, token: this.#token, holder: o.holder, decision, readings, liveWorkers, workerRowsPerSecond, built });
     if (res.kind === 'fenced') {
@@ -125,8 +108,7 @@ export class ReleaseController {
       this.#log.warn({ token: this.#token, currentToken: res.currentToken, currentHolder: res.currentHolder }, 'throttle decision refused by the fence: another controller took over; nothing was written');
       return void (await this.#stepDown('fenced'));
     }
-    this.#knobs = decision;
-    if (decision.action === 'decrease' || decision.action === 'pause') this.#slowStart = false;
+    pacer.accept(decision, now);
     // Redis after Postgres: the registry row is the decision; the queue setting follows it
     // and is re-applied every tick, so a successor overwrites anything a stale holder set.
     await this.#queue.setGlobalConcurrency(decision.concurrency);
@@ -157,7 +139,7 @@ export class ReleaseController {
     this.#o.metrics?.leader(this.#o.release, false);
     const signals = this.#signals;
     this.#signals = [];
-    this.#knobs = null;
+    this.#pacer = null;
     await Promise.all(signals.map((s) => s.close().catch(() => undefined)));
     this.#log.info({ why }, 'stepped down as throttle controller');
   }

@@ -1,5 +1,5 @@
 export { Admission, shareBucket, workerSlots } from './admission.ts';
-export { type Budget, decide, FAR_OVER, initialKnobs } from './aimd.ts';
+export { type Budget, decide, FAR_OVER, HEADROOM, initialKnobs, mayStep, NO_PRESSURE, Pacer } from './aimd.ts';
 export { throttleMetrics } from './metrics.ts';
 export {
   CanarySignal,

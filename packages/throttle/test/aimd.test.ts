@@ -5,7 +5,7 @@ const budget: Budget = { workers: 8, maxRowsPerSecond: 10_000, replicaLagSeconds
 const reading = (name: Reading['name'], value: number | null): Reading => ({ name, value, detail: {} });
 
 describe('AIMD decisions', () => {
-  it('climbs additively while every signal is inside its headroom, up to the caps', () => {
+  it('climbs while every signal is inside its headroom, up to the caps', () => {
     let k = initialKnobs(budget);
     for (let i = 0; i < 20; i++) k = decide(budget, k, [reading('replica_lag', 0.1), reading('foreground_p95', 5)]);
     expect(k).toMatchObject({ concurrency: 8, rowsPerSecond: 10_000, paused: false });
@@ -17,13 +17,27 @@ describe('AIMD decisions', () => {
     expect(d).toMatchObject({ action: 'decrease', binding: 'foreground_p95', concurrency: 4, rowsPerSecond: 5_000, paused: false });
   });
 
-  it('doubles the rate per step in slow start, adds a step after it', () => {
+  it('grows eightfold under no pressure, and by the room left between half the budget and the headroom', () => {
     const prev = { concurrency: 1, rowsPerSecond: 1_000, paused: false };
-    const healthy = [reading('foreground_p95', 5)];
-    expect(decide(budget, prev, healthy, { slowStart: true, builtRowsPerSecond: 990 }).rowsPerSecond).toBe(2_000);
-    expect(decide(budget, { ...prev, rowsPerSecond: 8_000 }, healthy, { slowStart: true, builtRowsPerSecond: 7_900 }).rowsPerSecond).toBe(10_000);
-    expect(decide(budget, prev, healthy, { builtRowsPerSecond: 990 }).rowsPerSecond).toBe(2_000 /* 1,000 + 10% of the cap */);
-    expect(decide(budget, { ...prev, rowsPerSecond: 4_000 }, healthy, { builtRowsPerSecond: 3_990 }).rowsPerSecond).toBe(5_000);
+    // 5 ms of a 25 ms budget, or nothing measured: no pressure.
+    expect(decide(budget, prev, [reading('foreground_p95', 5)], { builtRowsPerSecond: 990 }).rowsPerSecond).toBe(8_000);
+    expect(decide(budget, prev, [reading('foreground_p95', null)], { builtRowsPerSecond: 990 }).rowsPerSecond).toBe(8_000);
+    // 0.6 of the budget: 0.9 / 0.6 = 1.5×; 0.8: 1.125×; just under the headroom: at least 5%.
+    expect(decide(budget, prev, [reading('foreground_p95', 15)], { builtRowsPerSecond: 990 }).rowsPerSecond).toBeCloseTo(1_500, 6);
+    expect(decide(budget, prev, [reading('foreground_p95', 20)], { builtRowsPerSecond: 990 }).rowsPerSecond).toBeCloseTo(1_125, 6);
+    expect(decide(budget, prev, [reading('foreground_p95', 22.4)], { builtRowsPerSecond: 990 }).rowsPerSecond).toBeCloseTo(1_050, 6);
+    // Never past the cap.
+    expect(decide(budget, { ...prev, rowsPerSecond: 8_000 }, [reading('foreground_p95', 13)], { builtRowsPerSecond: 7_900 }).rowsPerSecond).toBe(10_000);
+  });
+
+  it('cuts from what the fleet built when it built under half what it was admitted', () => {
+    // Admitted at the cap after an idle ramp, the fleet built 3,000 rows/s: halving 10,000 would change nothing.
+    const d = decide(budget, { concurrency: 2, rowsPerSecond: 10_000, paused: false }, [reading('foreground_p95', 50)], { builtRowsPerSecond: 3_000 });
+    expect(d).toMatchObject({ action: 'decrease', rowsPerSecond: 1_500 });
+    // …but from no less than a quarter of the admitted rate: a window's receipts are lumpy.
+    expect(decide(budget, { concurrency: 2, rowsPerSecond: 10_000, paused: false }, [reading('foreground_p95', 50)], { builtRowsPerSecond: 1_000 }).rowsPerSecond).toBe(1_250);
+    // Building at the admitted rate (or unknown): the cut applies to the admitted rate.
+    expect(decide(budget, { concurrency: 2, rowsPerSecond: 4_000, paused: false }, [reading('foreground_p95', 50)], { builtRowsPerSecond: 4_100 }).rowsPerSecond).toBe(2_000);
   });
 
   it('cuts in proportion to the overshoot: a little over trims, far over halves', () => {
@@ -41,17 +55,19 @@ describe('AIMD decisions', () => {
     expect(decide(budget, p, [reading('replica_lag', 0)])).toMatchObject({ action: 'resume', paused: false, concurrency: 1 });
   });
 
-  it('holds in the band between the headroom and the budget', () => {
-    expect(decide(budget, { concurrency: 3, rowsPerSecond: 3_000, paused: false }, [reading('foreground_p95', 22)]).action).toBe('hold');
+  it('holds in the band between the headroom (0.9) and the budget', () => {
+    expect(decide(budget, { concurrency: 3, rowsPerSecond: 3_000, paused: false }, [reading('foreground_p95', 22.5)]).action).toBe('hold');
+    expect(decide(budget, { concurrency: 3, rowsPerSecond: 3_000, paused: false }, [reading('foreground_p95', 25)]).action).toBe('hold');
+    expect(decide(budget, { concurrency: 3, rowsPerSecond: 3_000, paused: false }, [reading('foreground_p95', 22)]).action).toBe('increase');
   });
 
   it('adds concurrency only while the workers build under 70% of the rate they are admitted at', () => {
     const prev = { concurrency: 2, rowsPerSecond: 4_000, paused: false };
     const healthy = [reading('foreground_p95', 5)];
     // Starved: the fleet used 2,000 of 4,000 rows/s, so another partition at once is wanted.
-    expect(decide(budget, prev, healthy, { builtRowsPerSecond: 2_000 })).toMatchObject({ action: 'increase', concurrency: 3, rowsPerSecond: 5_000 });
+    expect(decide(budget, prev, healthy, { builtRowsPerSecond: 2_000 })).toMatchObject({ action: 'increase', concurrency: 3, rowsPerSecond: 10_000 });
     // Keeping up with the rate: only the rate climbs; overlapping partitions would be bursts.
-    expect(decide(budget, prev, healthy, { builtRowsPerSecond: 3_900 })).toMatchObject({ action: 'increase', concurrency: 2, rowsPerSecond: 5_000 });
+    expect(decide(budget, prev, healthy, { builtRowsPerSecond: 3_900 })).toMatchObject({ action: 'increase', concurrency: 2, rowsPerSecond: 10_000 });
     // The rate at its cap and used: the cap binds, concurrency stays where it is.
     const capped = decide(budget, { concurrency: 2, rowsPerSecond: 10_000, paused: false }, healthy, { builtRowsPerSecond: 9_800 });
     expect(capped).toMatchObject({ action: 'hold', concurrency: 2, rowsPerSecond: 10_000, binding: 'cap' });
@@ -61,9 +77,9 @@ describe('AIMD decisions', () => {
     expect(decide(budget, { concurrency: 6, rowsPerSecond: 4_000, paused: false }, [reading('foreground_p95', 40)], { liveWorkers: 4 })).toMatchObject({ concurrency: 4, rowsPerSecond: 2_000 });
   });
 
-  it('starts with one partition per live worker at one additive step of the rate', () => {
-    expect(initialKnobs(budget)).toEqual({ concurrency: 1, rowsPerSecond: 1_000, paused: false });
-    expect(initialKnobs(budget, 3)).toEqual({ concurrency: 3, rowsPerSecond: 1_000, paused: false });
+  it('starts with one partition per live worker at 2% of the rate cap', () => {
+    expect(initialKnobs(budget)).toEqual({ concurrency: 1, rowsPerSecond: 200, paused: false });
+    expect(initialKnobs(budget, 3)).toEqual({ concurrency: 3, rowsPerSecond: 200, paused: false });
     expect(initialKnobs(budget, 20).concurrency).toBe(8);
   });
 

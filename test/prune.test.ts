@@ -12,13 +12,13 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseSnapshot } from '@genfill/capture';
 import { createLogger, createMetricsRegistry } from '@genfill/observability';
 import { readPage } from '@genfill/reads';
-import { computeHorizon, housekeepingMetrics, housekeepingRound, HorizonHistory, logPartitions, pruneLog, retentionRound, retentionStatus } from '@genfill/reconcile';
 import { createPool, type Db } from '@genfill/registry';
 import { seedAdopted } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure, urlAs } from './support/db.ts';
 import { burnXids, cutOver, drain, DS, narrowLogPartitions, tempLogin } from './support/retention.ts';
 import { waitFor } from './support/wait.ts';
+import { computeHorizon, HorizonHistory, housekeepingMetrics, housekeepingRound, logPartitions, pruneLog, retentionRound, retentionStatus } from '@genfill/retention';
 
 const tdb = await createTestDatabase('prune');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'prune-test', 10);

@@ -12,7 +12,7 @@ import { GenerationGoneError, loadConfig } from '@genfill/contracts';
 import { createLogger, createMetricsRegistry } from '@genfill/observability';
 import { releaseQueue } from '@genfill/queue';
 import { readPage } from '@genfill/reads';
-import { cleanupRound, retentionRound, retentionStatus, runReconcilerService } from '@genfill/reconcile';
+import { runReconcilerService } from '@genfill/reconcile';
 import { createPool, type Db } from '@genfill/registry';
 import { seedAdopted } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
@@ -20,6 +20,7 @@ import { createTestDatabase, keepOnFailure, urlAs } from './support/db.ts';
 import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
 import { built, cutOver, DS, tempLogin } from './support/retention.ts';
 import { waitFor } from './support/wait.ts';
+import { cleanupRound, retentionRound, retentionStatus } from '@genfill/retention';
 
 const tdb = await createTestDatabase('retention');
 const tq = createTestQueues('retention');

@@ -1,7 +1,7 @@
 // Redis for the CLI's verbs: connected only when a verb reaches its Redis half (after the
 // registry part is committed), fail-fast, and closed when the verb ends.
-import { planAndDispatch, type Dispatcher, type PlanDispatchResult } from '@genfill/planner';
-import { asRedisUnavailable, connectRedis, warnIfEvicting, type Redis } from '@genfill/queue';
+import { planAndDispatch, type PlanDispatchResult } from '@genfill/planner';
+import { asRedisUnavailable, connectRedis, type Dispatcher, type Redis, warnIfEvicting } from '@genfill/queue';
 import type { Context } from './context.ts';
 import { viaService } from './requests.ts';
 

@@ -5,7 +5,7 @@ import cookieParser from 'cookie-parser';
 import express, { type Express } from 'express';
 import type { Config } from '@genfill/contracts';
 import type { Logger, Registry } from '@genfill/observability';
-import type { Dispatcher } from '@genfill/planner';
+import type { Dispatcher } from '@genfill/queue';
 import type { Redis } from '@genfill/queue';
 import type { Db } from '@genfill/registry';
 import { authenticate, type SessionStore, type TokenTable } from './auth.ts';

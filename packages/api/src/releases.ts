@@ -9,8 +9,8 @@ import { InvalidInputError, releaseSchema, RequestFailedError, type Problem } fr
 /** How long a live-path request (seal, unseal, catchup) is waited for before the API answers 202. */
 const REQUEST_WAIT_MS = 60_000;
 import type { Logger } from '@genfill/observability';
-import { cancelRelease, mirrorPause, removeReleaseQueue, setOperatorPause, type Actor, type Dispatcher } from '@genfill/planner';
-import { asRedisUnavailable, redisAnswers, withDeadline } from '@genfill/queue';
+import { cancelRelease, setOperatorPause, type Actor } from '@genfill/planner';
+import { asRedisUnavailable, type Dispatcher, mirrorPause, redisAnswers, removeReleaseQueue, withDeadline } from '@genfill/queue';
 import { approveVerb, asPrincipal, awaitRequest, parsePartitionListing, releaseList, releaseStatus, submitRequest, type Db } from '@genfill/registry';
 import { requirePermission, requirePrincipal } from './auth.ts';
 import type { ReleaseQueues } from './queues.ts';

@@ -10,7 +10,7 @@ import express, { Router, type ErrorRequestHandler, type Request, type RequestHa
 import { z } from 'zod';
 import { InvalidInputError, NotFoundError, RefusedError, releaseSchema } from '@genfill/contracts';
 import type { Logger } from '@genfill/observability';
-import { mirrorPause, setOperatorPause, type Actor, type Dispatcher } from '@genfill/planner';
+import { setOperatorPause, type Actor } from '@genfill/planner';
 import { findingLine, storedFindings } from '@genfill/reconcile';
 import type { Db } from '@genfill/registry';
 import { can, principalOf, requirePermission, requirePrincipal } from './auth.ts';
@@ -21,6 +21,7 @@ import { UnauthenticatedError, toHttp } from './http-errors.ts';
 import { bestEffort } from './releases.ts';
 import { statusData } from './status-data.ts';
 import { anchorOf, REFRESH_SECONDS, statusPageBody } from './status-page.ts';
+import { type Dispatcher, mirrorPause } from '@genfill/queue';
 
 export interface StatusDeps {
   db: Db;

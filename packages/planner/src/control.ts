@@ -1,11 +1,10 @@
 // Operator verbs: pause, resume, cancel — each one function in the database (migration 0006),
 // the only way a person changes a release. The registry is what workers obey (a claim checks the
 // pause flags and the state in its own transaction); the BullMQ queue only mirrors it, so the
-// Redis half of each verb is best effort and re-applied by the planner.
+// Redis half of each verb (mirrorPause, removeReleaseQueue in @genfill/queue) is best effort and
+// re-applied by the planner.
 import type { ReleaseState } from '@genfill/contracts';
-import { qualifiedQueueName, releaseQueue, syncQueuePause } from '@genfill/queue';
 import { asPrincipal, cancelReleaseVerb, operatorPauseVerb, type Db } from '@genfill/registry';
-import type { Dispatcher } from './dispatch.ts';
 
 /**
  * Who acts through a front end other than the CLI: the API passes its token's subject, which
@@ -49,42 +48,4 @@ export async function cancelRelease(db: Db, id: string, reason: string | null = 
     const from = await cancelReleaseVerb(conn, { release: id, reason, detail: actor ? { via: actor.via } : undefined });
     return { release: id, from, state: 'CANCELLED' as const };
   });
-}
-
-export interface QueueMirror {
-  queue: string;
-  paused: boolean;
-  changed: boolean;
-}
-
-/** Mirror the operator flag on the release's BullMQ queue. */
-export async function mirrorPause(dispatcher: Dispatcher, id: string, paused: boolean): Promise<QueueMirror> {
-  const queue = releaseQueue(id, { connection: dispatcher.redis, prefix: dispatcher.prefix });
-  try {
-    const sync = await syncQueuePause(queue, paused);
-    return { queue: qualifiedQueueName(dispatcher.prefix, id), ...sync };
-  } finally {
-    await queue.close();
-  }
-}
-
-export interface QueueRemoval {
-  queue: string;
-  /** Jobs the queue held (waiting, delayed, active, failed, …) before it was removed. */
-  dropped: number;
-}
-
-/** Remove a cancelled release's queue with every job in it, so none is delivered again. */
-export async function removeReleaseQueue(dispatcher: Dispatcher, id: string): Promise<QueueRemoval> {
-  const queue = releaseQueue(id, { connection: dispatcher.redis, prefix: dispatcher.prefix });
-  try {
-    // A new Queue writes its meta hash asynchronously; waiting for it keeps that write from
-    // landing after the obliterate and leaving a key behind.
-    await queue.getVersion();
-    const counts = await queue.getJobCounts();
-    await queue.obliterate({ force: true });
-    return { queue: qualifiedQueueName(dispatcher.prefix, id), dropped: Object.values(counts).reduce((a, b) => a + b, 0) };
-  } finally {
-    await queue.close();
-  }
 }

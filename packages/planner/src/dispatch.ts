@@ -8,7 +8,7 @@ import {
   qualifiedQueueName,
   releaseQueue,
   syncQueuePause,
-  type Redis,
+  type Dispatcher,
 } from '@genfill/queue';
 import { casTransition, findDataset, getRelease, RELEASE_ACTIONS, storedGrid, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
 import { tableColumns } from './admission.ts';
@@ -106,14 +106,6 @@ export async function startBuilding(db: Db, id: string): Promise<BuildStart> {
     await casTransition(c, { release: id, from: 'SNAPSHOT_PINNED', to: 'BUILDING', action: RELEASE_ACTIONS.build, detail: { estimatedRows } });
     return { release: id, state: 'BUILDING' as const, started: true, estimatedRows };
   });
-}
-
-export interface Dispatcher {
-  redis: Redis;
-  /** GENFILL_QUEUE_PREFIX */
-  prefix: string;
-  /** GENFILL_DISPATCH_WINDOW: jobs a release keeps in Redis at most (default 10,000). */
-  window?: number;
 }
 
 export interface DispatchResult {

@@ -1,6 +1,6 @@
 export { adoptDataset } from './adopt.ts';
-export { type Actor, cancelRelease, mirrorPause, removeReleaseQueue, setOperatorPause } from './control.ts';
-export { type Dispatcher, planAndDispatch, type PlanDispatchResult, startBuilding } from './dispatch.ts';
+export { type Actor, cancelRelease, setOperatorPause } from './control.ts';
+export { planAndDispatch, type PlanDispatchResult, startBuilding } from './dispatch.ts';
 export { planRelease, type PlanResult } from './plan.ts';
 export {
   formatDuration,

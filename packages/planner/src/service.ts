@@ -6,9 +6,9 @@
 // it looks for one every second, and runs it with the requester as the principal.
 import type { Config, ReleaseState } from '@genfill/contracts';
 import { createMetricsRegistry, plannerMetrics, type Logger, type PlannerMetrics, type Registry } from '@genfill/observability';
-import { createServiceRedis, redisAnswers, warnIfEvicting, withDeadline, type Redis } from '@genfill/queue';
+import { createServiceRedis, redisAnswers, warnIfEvicting, withDeadline, type Dispatcher, type Redis } from '@genfill/queue';
 import { assertSchemaCurrent, createPool, serveRequests, waitServingRequests, type Db, type RequestHandlers } from '@genfill/registry';
-import { dispatchRelease, planAndDispatch, startBuilding, type Dispatcher } from './dispatch.ts';
+import { dispatchRelease, planAndDispatch, startBuilding } from './dispatch.ts';
 
 export interface ReleaseRound {
   release: string;

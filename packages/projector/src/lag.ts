@@ -5,8 +5,8 @@
 // generations kept after a cutover, rollback or cancel (until when, why, their size), and the
 // change log's pruning horizon with what holds it back (a long or prepared transaction).
 import { newEventsWhere } from '@genfill/capture';
-import { computeHorizon, type HorizonPart, type HorizonTransaction, prunablePartitions, type RetainedGeneration, retentionStatus } from '@genfill/reconcile';
 import { type Conn, type Db, type ReaderLease, readerLeases } from '@genfill/registry';
+import { computeHorizon, type HorizonPart, type HorizonTransaction, prunablePartitions, type RetainedGeneration, retentionStatus } from '@genfill/retention';
 
 /** Pending events are counted up to this many. */
 export const LAG_COUNT_LIMIT = 100_000;

@@ -14,3 +14,4 @@ export {
   warnIfEvicting,
   withDeadline,
 } from './redis.ts';
+export { type Dispatcher, mirrorPause, type QueueMirror, type QueueRemoval, removeReleaseDispatch, removeReleaseQueue } from './dispatcher.ts';

@@ -17,9 +17,8 @@
 import { RefusedError, type Config } from '@genfill/contracts';
 import type { Logger, Registry } from '@genfill/observability';
 import { createServiceRedis, type Redis } from '@genfill/queue';
+import { HorizonHistory, housekeepingMetrics, type HousekeepingOptions, housekeepingRound, type HousekeepingResult } from '@genfill/retention';
 import { assertSchemaCurrent, createPool, serveRequests, waitServingRequests, type Db, type RequestHandlers } from '@genfill/registry';
-import { HorizonHistory } from './horizon.ts';
-import { housekeepingMetrics, type HousekeepingOptions, housekeepingRound, type HousekeepingResult } from './housekeeping.ts';
 import { reconcileIncremental } from './incremental.ts';
 import { reconcile, type ReconcileOptions, type ReconcileResult } from './reconcile.ts';
 

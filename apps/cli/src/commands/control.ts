@@ -1,10 +1,11 @@
 // `genfill pause|resume|cancel <release>`: the registry first (what workers obey), then the
 // BullMQ queue as a best-effort mirror.
 import type { Command } from 'commander';
-import { cancelRelease, mirrorPause, removeReleaseQueue, setOperatorPause } from '@genfill/planner';
+import { cancelRelease, setOperatorPause } from '@genfill/planner';
 import type { Context } from '../context.ts';
 import { bestEffort } from '../dispatch.ts';
 import { json } from '../io.ts';
+import { mirrorPause, removeReleaseQueue } from '@genfill/queue';
 
 type Run = (fn: (ctx: Context) => Promise<void>) => Promise<void>;
 

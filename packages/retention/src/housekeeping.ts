@@ -17,13 +17,13 @@
 //   genfill_housekeeping_errors_total{step}
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from '@genfill/observability';
-import type { Dispatcher } from '@genfill/planner';
 import type { Db } from '@genfill/registry';
 import { cleanupRound, type CleanupResult } from './cleanup.ts';
 import { HorizonHistory } from './horizon.ts';
 import type { OwnerOptions } from './owner.ts';
 import { type PruneOptions, pruneLog, type PruneResult } from './prune.ts';
 import { retentionRound, type RetentionOptions, type RetentionRoundResult, retentionStatus } from './retention.ts';
+import { type Dispatcher } from '@genfill/queue';
 
 export interface HousekeepingMetrics {
   observe(r: HousekeepingResult, retained: { dataset: string; count: number; bytes: number }[]): void;

@@ -2,15 +2,14 @@
 // service's round. A release past its rollback window — RETIRED (its generation went after the
 // window), or ROLLED_BACK / CANCELLED with that time plus its rollbackWindow passed
 // (genfill.releases_due_for_cleanup, migration 0018) — loses what only dispatched or
-// coordinated its work: its BullMQ queue with every job (removeReleaseQueue, as cancel does),
+// coordinated its work: its BullMQ queue with every job (@genfill/queue's removeReleaseDispatch),
 // any Redis key left under its names (the throttle's leader key), and its throttle fencing row.
 // Its receipts, reconciliations, rounds, decisions and logs stay: they are the evidence.
 // Redis first, then genfill.record_release_cleanup logs it once; a round that dies between
 // the two repeats the Redis half (a no-op by then). Without Redis nothing is recorded, so the
 // next round with Redis does it.
 import type { Logger } from '@genfill/observability';
-import { type Dispatcher, removeReleaseQueue } from '@genfill/planner';
-import { queueName, type Redis, redisAnswers } from '@genfill/queue';
+import { type Dispatcher, redisAnswers, removeReleaseDispatch } from '@genfill/queue';
 import type { Db } from '@genfill/registry';
 
 export interface CleanupCandidate {
@@ -32,37 +31,6 @@ export interface CleanupResult {
   failed: { release: string; error: string }[];
   /** Why nothing was cleaned (no Redis), or null. */
   skipped: string | null;
-}
-
-/** A Redis glob matching `literal` exactly (*, ?, [, ] and \ escaped). */
-function globLiteral(literal: string): string {
-  return literal.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
-}
-
-/** Delete every key matching `pattern` on every node that can hold it; returns how many went. */
-async function deleteMatching(redis: Redis, pattern: string): Promise<number> {
-  // A Redis Cluster scans per master node (a queue's keys share one slot, but which node holds it is the cluster's business).
-  const nodes: Redis[] = (redis as { nodes?: (role: 'master') => Redis[] }).nodes?.('master') ?? [redis];
-  let n = 0;
-  for (const node of nodes) {
-    let cursor = '0';
-    do {
-      const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
-      cursor = next;
-      for (const k of keys) n += await node.del(k);
-    } while (cursor !== '0');
-  }
-  return n;
-}
-
-/** Remove one release's queue and Redis keys (idempotent). */
-export async function removeReleaseDispatch(dispatcher: Dispatcher, release: string): Promise<{ queue: string; jobs: number; keys: number }> {
-  const removal = await removeReleaseQueue(dispatcher, release);
-  const p = globLiteral(dispatcher.prefix);
-  const keys =
-    (await deleteMatching(dispatcher.redis, `${p}:${globLiteral(queueName(release))}:*`)) +
-    (await deleteMatching(dispatcher.redis, `${p}:throttle:${globLiteral(release)}:*`));
-  return { queue: removal.queue, jobs: removal.dropped, keys };
 }
 
 /** One cleanup round: every release due, Redis half then the registry half. */

@@ -37,11 +37,12 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { createLogger } from '@genfill/observability';
-import { cutoverRelease, projectDataset, type CutoverResult } from '@genfill/projector';
+import { projectDataset } from '@genfill/projector';
 import { withTransaction } from '@genfill/registry';
 import { startOrderWriter, type OrderWriter, type WriterStats } from '../apps/cli/src/demo/writer.ts';
 import { DEMO_ADOPT_TRANSFORM, demoCounts } from '../apps/cli/src/demo/seed.ts';
 import { activeGeneration, benchDatabase, benchEnv, cliRunner, demoRangeOf, demoReleases, dist, projectorPassedNow, quantile } from './support.ts';
+import { cutoverRelease, type CutoverResult } from '@genfill/switch';
 
 const { values: args } = parseArgs({
   options: {

@@ -22,10 +22,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { createLogger } from '@genfill/observability';
-import { catchupRound, projectDataset, projectorStatus } from '@genfill/projector';
+import { projectDataset, projectorStatus } from '@genfill/projector';
 import { startOrderWriter } from '../apps/cli/src/demo/writer.ts';
 import { DEMO_ADOPT_TRANSFORM } from '../apps/cli/src/demo/seed.ts';
 import { benchDatabase, benchEnv, cliRunner } from './support.ts';
+import { catchupRound } from '@genfill/switch';
 
 const { values: args } = parseArgs({
   options: {

@@ -34,9 +34,10 @@ import pg from 'pg';
 import { buildPartition, claimPartition } from '@genfill/builder';
 import { createLogger } from '@genfill/observability';
 import { startBuilding } from '@genfill/planner';
-import { catchupRound, projectDataset, type CatchupRound } from '@genfill/projector';
+import { projectDataset } from '@genfill/projector';
 import { reconcile, reconcileIncremental, type IncrementalResult, type ReconcileResult } from '@genfill/reconcile';
 import { benchDatabase, benchEnv, cliRunner, dropBenchDatabase, quantile } from './support.ts';
+import { type CatchupRound, catchupRound } from '@genfill/switch';
 
 const { values: args } = parseArgs({
   options: {

@@ -47,12 +47,13 @@ import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { createLogger } from '@genfill/observability';
-import { cutoverRelease, projectDataset, rollbackRelease, type RollbackResult } from '@genfill/projector';
+import { projectDataset } from '@genfill/projector';
 import { driftCheck, type DriftResult } from '@genfill/reconcile';
 import { qualifiedGenerationTable, withTransaction } from '@genfill/registry';
 import { startOrderWriter, type OrderWriter, type WriterStats } from '../apps/cli/src/demo/writer.ts';
 import { demoCounts } from '../apps/cli/src/demo/seed.ts';
 import { activeGeneration, benchDatabase, benchEnv, cliRunner, demoRangeOf, demoReleases, dist, dropBenchDatabase, projectorPassedNow, quantile } from './support.ts';
+import { cutoverRelease, rollbackRelease, type RollbackResult } from '@genfill/switch';
 
 const { values: args } = parseArgs({
   options: {

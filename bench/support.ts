@@ -10,9 +10,9 @@ import { parse, stringify } from 'yaml';
 import { buildPartition, claimPartition } from '@genfill/builder';
 import { main } from '@genfill/cli';
 import { planRelease, startBuilding, submitRelease } from '@genfill/planner';
-import { catchupRound } from '@genfill/projector';
 import { reconcile } from '@genfill/reconcile';
 import { DEMO_RANGE } from '../apps/cli/src/demo/seed.ts';
+import { catchupRound } from '@genfill/switch';
 
 const LOCAL = 'postgres://postgres@127.0.0.1:5432/postgres';
 

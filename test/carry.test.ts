@@ -5,12 +5,13 @@
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '@genfill/observability';
 import { planRelease, startBuilding, submitRelease } from '@genfill/planner';
-import { catchupRound, projectDataset } from '@genfill/projector';
+import { projectDataset } from '@genfill/projector';
 import { createPool } from '@genfill/registry';
 import { buildAll, candidate, seedAdopted } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
 import { exampleRelease, workspace, writeRelease } from './support/fixtures.ts';
+import { catchupRound } from '@genfill/switch';
 
 const tdb = await createTestDatabase('carry');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'carry-test', 8);

@@ -5,12 +5,13 @@
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '@genfill/observability';
 import { repairRelease } from '@genfill/builder';
-import { catchupRound, projectDataset, sealRelease, unsealRelease } from '@genfill/projector';
+import { projectDataset } from '@genfill/projector';
 import { createPool, rootAgg, rowHashExpr } from '@genfill/registry';
 import { builtRelease, candidate, seedAdopted } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
 import { EXAMPLE_TRANSFORM } from './support/fixtures.ts';
+import { catchupRound, sealRelease, unsealRelease } from '@genfill/switch';
 
 const tdb = await createTestDatabase('catchup');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'catchup-test', 8);

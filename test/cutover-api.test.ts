@@ -6,13 +6,14 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startApi } from '@genfill/api';
 import { loadConfig } from '@genfill/contracts';
 import { createLogger } from '@genfill/observability';
-import { catchupRound, projectDataset, runProjectorService } from '@genfill/projector';
+import { projectDataset, runProjectorService } from '@genfill/projector';
 import { reconcile } from '@genfill/reconcile';
 import { createPool, type Db } from '@genfill/registry';
 import { builtRelease, seedAdopted } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure, urlAs } from './support/db.ts';
 import { createTestQueues, REDIS_URL } from './support/redis.ts';
+import { catchupRound, switchExtension } from '@genfill/switch';
 
 const tdb = await createTestDatabase('cutover_api');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'cutover-api-test', 8);
@@ -43,7 +44,7 @@ afterAll(async () => {
 describe('cutover and rollback as a person', () => {
   it('over the CLI as an operator and over HTTP as a token: requests the projector service runs', async () => {
     const controller = new AbortController();
-    const service = runProjectorService({ config: { DATABASE_URL: tdb.url } as never, db, log, signal: controller.signal, pollMs: 50, leaseMs: 3000 });
+    const service = runProjectorService({ config: { DATABASE_URL: tdb.url } as never, db, log, signal: controller.signal, extension: switchExtension(), pollMs: 50, leaseMs: 3000 });
     const api = await startApi({
       config: loadConfig({ DATABASE_URL: tdb.url, REDIS_URL, GENFILL_QUEUE_PREFIX: createTestQueues('cutover-api').prefix, GENFILL_API_TOKENS: `olga:operator:${TOKEN}` }),
       log,

@@ -3,13 +3,15 @@
 // lease and finishes — the round to the barrier, the tail, the switch — or, when the switch had
 // committed, records it done. Readers never see a mix: every read, throughout, sees exactly the
 // rows of one generation, old or new.
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '@genfill/observability';
-import { catchupRound, projectDataset } from '@genfill/projector';
+import { projectDataset } from '@genfill/projector';
 import { reconcile } from '@genfill/reconcile';
 import { createPool, type Db } from '@genfill/registry';
-import { builtRelease, seedAdopted, spawnGenfill, type Spawned } from '../packages/reconcile/test/fixtures.ts';
+import { builtRelease, seedAdopted, spawnGenfill, spawnNode, type Spawned } from '../packages/reconcile/test/fixtures.ts';
 import { createTestDatabase, keepOnFailure, urlAs } from './support/db.ts';
+import { catchupRound } from '@genfill/switch';
 
 const tdb = await createTestDatabase('cutover_kill');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'cutover-kill-test', 6);
@@ -24,11 +26,13 @@ const running: Spawned[] = [];
 const readers: { stop: () => Promise<unknown> }[] = [];
 
 const one = async <T = Record<string, unknown>>(q: string, v: unknown[] = []) => (await db.query(q, v)).rows[0] as T;
+const CRASHING_PROJECTOR = fileURLToPath(new URL('./support/crashing-projector.ts', import.meta.url));
 const spawnProjector = (crashAfter?: string) => {
-  const p = spawnGenfill(['projector', '--dataset', DS, '--lease', String(LEASE_MS), '--poll', '20'], {
-    cwd: process.cwd(),
-    env: { ...env, ...(crashAfter ? { GENFILL_CUTOVER_CRASH_AFTER: crashAfter } : {}) },
-  });
+  const flags = ['--dataset', DS, '--lease', String(LEASE_MS), '--poll', '20'];
+  // The crash hook is injected by the test's own entry point (the same projector service), never read from the environment.
+  const p = crashAfter
+    ? spawnNode(['--import', 'tsx', CRASHING_PROJECTOR, crashAfter, ...flags], { cwd: process.cwd(), env })
+    : spawnGenfill(['projector', ...flags], { cwd: process.cwd(), env });
   running.push(p);
   return p;
 };

@@ -7,12 +7,13 @@
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '@genfill/observability';
-import { catchupRound, cutoverRelease, projectDataset } from '@genfill/projector';
+import { projectDataset } from '@genfill/projector';
 import { openPinnedRead } from '@genfill/reads';
 import { reconcile } from '@genfill/reconcile';
 import { createPool, type Db } from '@genfill/registry';
 import { builtRelease, seedAdopted } from '../packages/reconcile/test/fixtures.ts';
 import { createTestDatabase, keepOnFailure, urlAs } from './support/db.ts';
+import { catchupRound, cutoverRelease } from '@genfill/switch';
 
 const tdb = await createTestDatabase('cutover_reads');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'cutover-reads-test', 24);

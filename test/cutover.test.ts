@@ -9,13 +9,14 @@ import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildPartition, claimPartition } from '@genfill/builder';
 import { createLogger } from '@genfill/observability';
-import { catchupRound, cutoverRelease, projectDataset, runBatch } from '@genfill/projector';
+import { projectDataset, runBatch } from '@genfill/projector';
 import { reconcile } from '@genfill/reconcile';
 import { createPool, rootAgg, rowHashExpr, type Db } from '@genfill/registry';
 import { builtRelease, candidate, seedAdopted } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure, urlAs } from './support/db.ts';
 import { EXAMPLE_TRANSFORM } from './support/fixtures.ts';
+import { catchupRound, cutoverRelease } from '@genfill/switch';
 
 const tdb = await createTestDatabase('cutover');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'cutover-test', 10);

@@ -5,12 +5,13 @@
 // every mismatched key and moves the release to RECONCILIATION_REQUIRED.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '@genfill/observability';
-import { catchupRound, cutoverChecks, projectDataset } from '@genfill/projector';
+import { projectDataset } from '@genfill/projector';
 import { reconcile } from '@genfill/reconcile';
 import { createPool, type Db } from '@genfill/registry';
 import { builtRelease, candidate, seedAdopted } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure, urlAs } from './support/db.ts';
+import { catchupRound, cutoverChecks } from '@genfill/switch';
 
 const tdb = await createTestDatabase('reconcile_incremental');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'incremental-test', 8);

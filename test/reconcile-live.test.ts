@@ -5,13 +5,14 @@
 import { join } from 'node:path';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '@genfill/observability';
-import { catchupRound, projectDataset } from '@genfill/projector';
+import { projectDataset } from '@genfill/projector';
 import { createPool } from '@genfill/registry';
 import { startOrderWriter, type OrderWriter } from '../apps/cli/src/demo/writer.ts';
 import { builtRelease, candidate, seedAdopted } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
 import { workspace } from './support/fixtures.ts';
+import { catchupRound } from '@genfill/switch';
 
 const tdb = await createTestDatabase('reconcile_live');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'reconcile-live-test', 8);

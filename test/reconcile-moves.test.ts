@@ -9,11 +9,12 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildPartition, claimPartition } from '@genfill/builder';
 import { createLogger } from '@genfill/observability';
 import { startBuilding } from '@genfill/planner';
-import { catchupRound, projectDataset } from '@genfill/projector';
+import { projectDataset } from '@genfill/projector';
 import { reconcile } from '@genfill/reconcile';
 import { createPool } from '@genfill/registry';
 import { buildAll, builtRelease, candidate, dayPartition, plannedRelease, seedAdopted } from '../packages/reconcile/test/fixtures.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
+import { catchupRound } from '@genfill/switch';
 
 const tdb = await createTestDatabase('reconcile_moves');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'moves-test', 6);

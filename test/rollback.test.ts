@@ -7,12 +7,13 @@
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '@genfill/observability';
-import { catchupRound, cutoverRelease, projectDataset, rollbackRelease } from '@genfill/projector';
+import { projectDataset } from '@genfill/projector';
 import { driftCheck, reconcile } from '@genfill/reconcile';
 import { createPool, rootAgg, rowHashExpr, type Db } from '@genfill/registry';
 import { builtRelease, candidate, plannedRelease, seedAdopted } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure, urlAs } from './support/db.ts';
+import { catchupRound, cutoverRelease, rollbackRelease } from '@genfill/switch';
 
 const tdb = await createTestDatabase('rollback');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'rollback-test', 10);

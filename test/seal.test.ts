@@ -6,12 +6,13 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startApi } from '@genfill/api';
 import { loadConfig } from '@genfill/contracts';
 import { createLogger } from '@genfill/observability';
-import { projectDataset, runBatch, runProjectorService, sealRelease, unsealRelease } from '@genfill/projector';
+import { projectDataset, runBatch, runProjectorService } from '@genfill/projector';
 import { createPool } from '@genfill/registry';
 import { builtRelease, seedAdopted } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure, urlAs } from './support/db.ts';
 import { createTestQueues, REDIS_URL } from './support/redis.ts';
+import { sealRelease, switchExtension, unsealRelease } from '@genfill/switch';
 
 const tdb = await createTestDatabase('seal');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'seal-test', 10);
@@ -240,7 +241,7 @@ describe('seal as a person', () => {
   it('an operator\'s seal is a request the projector service runs, recorded under the operator', async () => {
     await db.query('GRANT genfill_operator TO genfill_alice');
     const controller = new AbortController();
-    const service = runProjectorService({ config: { DATABASE_URL: tdb.url } as never, db, log, signal: controller.signal, pollMs: 50 });
+    const service = runProjectorService({ config: { DATABASE_URL: tdb.url } as never, db, log, signal: controller.signal, extension: switchExtension(), pollMs: 50 });
     try {
       const res = await runCli(['seal', 'fix@1', '--json'], { DATABASE_URL: urlAs(tdb, 'genfill_alice') });
       expect(res.code).toBe(0);

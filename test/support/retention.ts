@@ -6,11 +6,12 @@ import pg from 'pg';
 import { expect } from 'vitest';
 import { planRelease, startBuilding, submitRelease } from '@genfill/planner';
 import { createLogger } from '@genfill/observability';
-import { catchupRound, cutoverRelease, projectDataset } from '@genfill/projector';
+import { projectDataset } from '@genfill/projector';
 import { reconcile } from '@genfill/reconcile';
 import type { Db } from '@genfill/registry';
 import { buildAll } from '../../packages/reconcile/test/fixtures.ts';
 import { exampleRelease, workspace, writeRelease } from './fixtures.ts';
+import { catchupRound, cutoverRelease } from '@genfill/switch';
 
 export const DS = 'orders_enriched';
 

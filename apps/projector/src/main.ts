@@ -1,13 +1,16 @@
 // The projector service's entry point (one Deployment, one or more replicas: each dataset has
 // one lease holder, the others wait): the live writer of every dataset with an active
-// generation, the seal and unseal requests, and the catch-up rounds of built candidates.
+// generation (@genfill/projector) and, beside it, the switch (@genfill/switch): the seal, unseal,
+// catch-up, cutover and rollback requests, and the catch-up rounds of built candidates.
 // SIGTERM lets the batch in flight finish, releases the leases and exits 0.
 //   node --import tsx apps/projector/src/main.ts [--dataset a,b] [--poll 100] [--max-batch 50000] [--lease 10000] [--once [--json]]
 //   genfill projector …   (the same service)
 import { PROJECTOR_DEFAULTS, projectDataset, projectableDatasets, runProjectorService } from '@genfill/projector';
 import { defineService, flag, runIfMain } from '@genfill/service';
+import { switchExtension, type SwitchServiceOptions } from '@genfill/switch';
 
-export const projector = defineService({
+/** The projector service; tests pass a switch option (a crash hook at one step of a cutover). */
+export const projectorService = (switchOptions: SwitchServiceOptions = {}) => defineService({
   name: 'projector',
   summary:
     'the live writer: for every dataset with an active generation (or those in --dataset), hold its lease and apply the change ' +
@@ -34,9 +37,11 @@ export const projector = defineService({
       out(args.json ? JSON.stringify(totals, null, 2) : Object.entries(totals).map(([d, t]) => `${d}: ${JSON.stringify(t)}`).join('\n'));
       return;
     }
-    await runProjectorService({ ...o, config, datasets: args.dataset, registry: metrics, metricsServed: true, signal });
+    await runProjectorService({ ...o, config, datasets: args.dataset, registry: metrics, metricsServed: true, signal, extension: switchExtension(switchOptions) });
   },
 });
+
+export const projector = projectorService();
 
 export const start = (argv?: string[]) => projector.main(argv);
 

@@ -4,8 +4,10 @@
 // fences the old holder's late commit — once the lease expires, so a SIGKILLed holder is
 // replaced within one lease period. The holder runs batches (batch.ts) back to back while
 // events wait and polls every `pollMs` when none do; empty batches still advance the frontier,
-// so a quiet dataset never stalls a seal. The service also executes the seal and unseal
-// requests (seal.ts), and runs catch-up rounds of built candidates (catchup.ts).
+// so a quiet dataset never stalls a seal. What the service does besides the live writer — the
+// seal, unseal, catch-up, cutover and rollback requests and the catch-up rounds of built
+// candidates, all of @genfill/switch — is handed in by the app as a ProjectorExtension, so the
+// live writer never depends on the switch (or on the verifier the switch calls).
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '@genfill/contracts';
@@ -15,10 +17,6 @@ import { runBatch, type BatchOutcome, type Lease } from './batch.ts';
 import { projectableDatasets } from './dataset.ts';
 import { projectorStatus } from './lag.ts';
 import { projectorMetrics, type ProjectorMetrics } from './metrics.ts';
-import { catchupCandidates, catchupRound } from './catchup.ts';
-import { sealRelease, unsealRelease } from './seal.ts';
-import { cutoverRelease } from './cutover.ts';
-import { rollbackRelease } from './rollback.ts';
 
 export const PROJECTOR_DEFAULTS = {
   pollMs: 100,
@@ -47,51 +45,6 @@ export interface ProjectorOptions {
 
 function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   return sleep(ms, undefined, { signal }).catch(() => undefined);
-}
-
-/**
- * Fault injection for the fault suite (docs/projector.md): GENFILL_CUTOVER_CRASH_AFTER=<step>
- * SIGKILLs this process once a cutover has recorded that step (sealed, switched, …), so a
- * test can prove the next holder finishes or undoes it. Unset in every real deployment.
- */
-function crashHook(): ((step: string) => void) | undefined {
-  const at = process.env.GENFILL_CUTOVER_CRASH_AFTER;
-  if (!at) return undefined;
-  return (step) => {
-    if (step === at) process.kill(process.pid, 'SIGKILL');
-  };
-}
-
-/** The seal, unseal, catch-up and cutover requests this service executes for a person. */
-export function projectorRequestHandlers(o: { holder?: string; leaseMs?: number } = {}): RequestHandlers {
-  return {
-    rollback: async (db, req) => {
-      const a = req.args as { maxFreezeMs?: number };
-      const r = await rollbackRelease(db, req.release, {
-        ...(a.maxFreezeMs ? { maxFreezeMs: Number(a.maxFreezeMs) } : {}),
-        request: req.id,
-        ...(o.holder ? { holder: `${o.holder}:request-${req.id}` } : {}),
-        ...(o.leaseMs ? { leaseMs: o.leaseMs } : {}),
-        onStep: crashHook(),
-      });
-      return { result: r };
-    },
-    cutover: async (db, req) => {
-      const a = req.args as { dryRun?: boolean; maxFreezeMs?: number };
-      const r = await cutoverRelease(db, req.release, {
-        dryRun: a.dryRun === true,
-        ...(a.maxFreezeMs ? { maxFreezeMs: Number(a.maxFreezeMs) } : {}),
-        request: req.id,
-        ...(o.holder ? { holder: `${o.holder}:request-${req.id}` } : {}),
-        ...(o.leaseMs ? { leaseMs: o.leaseMs } : {}),
-        onStep: crashHook(),
-      });
-      return { result: r, exitCode: r.ok ? 0 : 3 };
-    },
-    seal: async (db, req) => ({ result: await sealRelease(db, req.release, (req.args as { waitMs?: number }).waitMs ? { waitForProjectorMs: Number((req.args as { waitMs: number }).waitMs) } : {}) }),
-    unseal: async (db, req) => ({ result: await unsealRelease(db, req.release, ((req.args as { reason?: string }).reason ?? null) as string | null) }),
-    catchup: async (db, req) => ({ result: await catchupRound(db, req.release) }),
-  };
 }
 
 async function recordStop(db: Db, o: Extract<BatchOutcome, { kind: 'poison' }>): Promise<void> {
@@ -216,38 +169,26 @@ export async function projectDataset(
   }
 }
 
+/**
+ * What runs beside the live writer in the projector service, given the service's holder id and
+ * lease period: the requests it executes for people, and a round run before each discovery.
+ */
+export type ProjectorExtension = (ctx: { holder: string; leaseMs: number; log: Logger; datasets?: string[] }) => {
+  handlers: RequestHandlers;
+  round?: (db: Db) => Promise<void>;
+};
+
 export interface ProjectorServiceOptions extends Omit<ProjectorOptions, 'db' | 'metrics'> {
   config: Config;
+  /** The switch's requests and rounds (apps/projector wires @genfill/switch's). */
+  extension?: ProjectorExtension;
   db?: Db;
   registry?: Registry;
   /** The caller serves `registry` (the service helper's /metrics, /healthz, /readyz): do not bind GENFILL_METRICS_PORT here. */
   metricsServed?: boolean;
 }
 
-/**
- * Cutovers left RUNNING by a holder that died outside a request (a service login ran it in its
- * own process): once their lease has run out, finish or undo them here. A cutover run for a
- * request is recovered by whoever takes the request again.
- */
-export async function recoverCutovers(db: Db, o: { holder: string; leaseMs: number; log: Logger }): Promise<number> {
-  const { rows } = await db.query<{ release: string; id: string; kind: string }>(
-    `SELECT c.release, c.id::text, c.kind FROM genfill.cutovers c LEFT JOIN genfill.requests q ON q.id = c.request
-      WHERE c.state = 'RUNNING' AND c.lease_expires_at < clock_timestamp() AND (q.id IS NULL OR q.state IN ('DONE', 'FAILED'))
-      ORDER BY c.id`,
-  );
-  for (const c of rows) {
-    try {
-      const how = { holder: `${o.holder}:recovery`, leaseMs: o.leaseMs, recoverOnly: true, onStep: crashHook() };
-      const r = c.kind === 'rollback' ? await rollbackRelease(db, c.release, how) : await cutoverRelease(db, c.release, how);
-      o.log.warn({ release: c.release, kind: c.kind, record: c.id, freezeMs: r.freezeMs }, `recovered a ${c.kind} whose holder died: finished`);
-    } catch (err) {
-      o.log.warn({ err, release: c.release, kind: c.kind, record: c.id }, `recovered a ${c.kind} whose holder died: undone or refused`);
-    }
-  }
-  return rows.length;
-}
-
-/** The service: discover datasets, run one projectDataset loop per dataset, serve seal/unseal requests. */
+/** The service: discover datasets, run one projectDataset loop per dataset, serve the extension's requests and rounds. */
 export async function runProjectorService(opts: ProjectorServiceOptions): Promise<void> {
   const { config, log } = opts;
   const db = opts.db ?? createPool(config, 'genfill-projector', 6, { fleet: true });
@@ -262,22 +203,12 @@ export async function runProjectorService(opts: ProjectorServiceOptions): Promis
     const discoverMs = opts.discoverMs ?? PROJECTOR_DEFAULTS.discoverMs;
     log.info({ id, datasets: opts.datasets ?? 'all', metricsPort: metricsServer?.port ?? null }, 'projector started');
     const leaseMs = opts.leaseMs ?? PROJECTOR_DEFAULTS.leaseMs;
-    const handlers = projectorRequestHandlers({ holder: id, leaseMs });
+    const extension = opts.extension?.({ holder: id, leaseMs, log, datasets: opts.datasets }) ?? { handlers: {} };
     while (!opts.signal?.aborted) {
       try {
         // Requests under the projector's lease period: a holder SIGKILLed mid-cutover is replaced within it.
-        await serveRequests(db, { handlers, worker: id, log, signal: opts.signal, leaseMs });
-        await recoverCutovers(db, { holder: id, leaseMs, log });
-        // Candidates follow the live frontier once built, and the sealed one goes to its barrier.
-        for (const c of await catchupCandidates(db, opts.datasets)) {
-          if (!c.behind) continue;
-          try {
-            const r = await catchupRound(db, c.release);
-            if (r.events > 0 || r.caughtUp) log.info({ release: c.release, round: r.id, events: r.events, upserted: r.upserted, tombstones: r.tombstones, noops: r.noops, caughtUp: r.caughtUp }, 'catch-up round');
-          } catch (err) {
-            log.warn({ err, release: c.release }, 'catch-up round failed; the next round tries again');
-          }
-        }
+        await serveRequests(db, { handlers: extension.handlers, worker: id, log, signal: opts.signal, leaseMs });
+        await extension.round?.(db);
         for (const dataset of await projectableDatasets(db, opts.datasets)) {
           if (loops.has(dataset)) continue;
           const loop = projectDataset(dataset, { ...opts, db, id, metrics })

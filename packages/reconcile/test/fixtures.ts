@@ -152,7 +152,12 @@ export interface Spawned {
  * wrapper leaves the real process running), in `cwd`, with `env` over the test's environment.
  */
 export function spawnGenfill(args: string[], o: { cwd: string; env: Record<string, string> }): Spawned {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd: o.cwd, env: { ...process.env, GENFILL_LOG_LEVEL: 'info', ...o.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  return spawnNode([BIN, ...args], o);
+}
+
+/** Spawn the node process itself with these arguments (an entry point and its flags), never a wrapper. */
+export function spawnNode(args: string[], o: { cwd: string; env: Record<string, string> }): Spawned {
+  const child = spawn(process.execPath, args, { cwd: o.cwd, env: { ...process.env, GENFILL_LOG_LEVEL: 'info', ...o.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));

@@ -9,7 +9,6 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { ReconciliationRequiredError, RefusedError } from '@genfill/contracts';
 import { adoptDataset, submitRelease, type PlanResult } from '@genfill/planner';
 import { createPool, migrate, receiptSummary, type Db, type ReceiptSummary } from '@genfill/registry';
-import { catchupRound, cutoverRelease, type CutoverResult } from '@genfill/projector';
 import { openPinnedRead } from '@genfill/reads';
 import { approveRelease, type ApproveResult, latestReconciliation, reconcile, type ReconcileResult } from '@genfill/reconcile';
 import type { Context } from '../context.ts';
@@ -22,6 +21,7 @@ import { json } from '../io.ts';
 import { describePlan } from './plan.ts';
 import { describeCutover } from './projector.ts';
 import { describeReconciliation } from './reconcile.ts';
+import { catchupRound, cutoverRelease, type CutoverResult } from '@genfill/switch';
 
 const RELEASE = 'order-tax-fix@3';
 const MIN_ROWS = 1000;

@@ -4,23 +4,12 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { InvalidInputError, RefusedError } from '@genfill/contracts';
 import { projector } from '@genfill/projector-service';
-import {
-  catchupRound,
-  cutoverRelease,
-  type CutoverResult,
-  rollbackRelease,
-  type RollbackResult,
-  sealRelease,
-  unsealRelease,
-  type CatchupRound,
-  type SealResult,
-  type UnsealResult,
-} from '@genfill/projector';
 import { verbError } from '@genfill/registry';
 import type { Context } from '../context.ts';
 import { json } from '../io.ts';
 import { viaService } from '../requests.ts';
 import { registerService } from './service-verb.ts';
+import { catchupRound, type CatchupRound, cutoverRelease, type CutoverResult, rollbackRelease, type RollbackResult, sealRelease, type SealResult, unsealRelease, type UnsealResult } from '@genfill/switch';
 
 function positiveInt(value: string): number {
   const n = Number(value);

@@ -20,8 +20,7 @@ import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { RefusedError } from '@genfill/contracts';
 import { verbError, withTransaction, type Conn, type Db } from '@genfill/registry';
-import { loadDataset } from './dataset.ts';
-import { applyStatement, countsOf, CREATE_EVENTS_TABLE, stageStatement, type ApplyCounts, type ApplyRow } from './statement.ts';
+import { loadDataset, applyStatement, countsOf, CREATE_EVENTS_TABLE, stageStatement, type ApplyCounts, type ApplyRow } from '@genfill/projector';
 import { LeaseLost, SwitchLease, type SwitchStepTime } from './switch-lease.ts';
 
 export const ROLLBACK_DEFAULTS = { maxFreezeMs: 30_000, leaseMs: 10_000, tailEvents: 2_000, maxRounds: 20 } as const;

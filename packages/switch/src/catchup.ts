@@ -19,8 +19,7 @@
 import { containmentMinimum, formatSnapshot, parseSnapshot } from '@genfill/capture';
 import { quoteIdent, RefusedError } from '@genfill/contracts';
 import { casTransition, qualifiedGenerationTable, RELEASE_ACTIONS, rootAgg, rowHashExpr, withTransaction, type Conn, type Db } from '@genfill/registry';
-import { loadDataset } from './dataset.ts';
-import { applyStatement, countsOf, CREATE_EVENTS_TABLE, EVENTS_TABLE, stageStatement, type ApplyRow } from './statement.ts';
+import { loadDataset, applyStatement, countsOf, CREATE_EVENTS_TABLE, EVENTS_TABLE, stageStatement, type ApplyRow } from '@genfill/projector';
 
 /**
  * The times (as instants, text) of the candidate's rows whose keys are staged: a zone-less

@@ -25,10 +25,9 @@ import { ReconciliationRequiredError, RefusedError } from '@genfill/contracts';
 import { verifyTail, type TailCheck } from '@genfill/reconcile';
 import { casTransition, RELEASE_ACTIONS, rootAgg, rowHashExpr, withTransaction, type Db } from '@genfill/registry';
 import { catchupRound, type CatchupRound } from './catchup.ts';
-import { loadDataset } from './dataset.ts';
 import { sealRelease } from './seal.ts';
 import { LeaseLost, SwitchLease, type SwitchStepTime } from './switch-lease.ts';
-import { applyStatement, countsOf, CREATE_EVENTS_TABLE, stageStatement, type ApplyCounts, type ApplyRow } from './statement.ts';
+import { loadDataset, applyStatement, countsOf, CREATE_EVENTS_TABLE, stageStatement, type ApplyCounts, type ApplyRow } from '@genfill/projector';
 
 export const CUTOVER_DEFAULTS = { maxFreezeMs: 30_000, leaseMs: 10_000 } as const;
 

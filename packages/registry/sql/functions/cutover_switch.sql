@@ -46,9 +46,8 @@ BEGIN
     SELECT p.id FROM genfill.partitions p
      WHERE p.release = p_release
        AND (p.status <> 'BUILT'
-            OR NOT EXISTS (SELECT 1 FROM genfill.receipts rc
-                            WHERE rc.release = p_release AND rc.partition = p.id AND rc.release_digest = rel.digest
-                              AND NOT EXISTS (SELECT 1 FROM genfill.receipts n WHERE n.supersedes = rc.id)))
+            OR NOT EXISTS (SELECT 1 FROM genfill.current_receipts rc
+                            WHERE rc.release = p_release AND rc.partition = p.id AND rc.release_digest = rel.digest))
      ORDER BY p.id LIMIT 20) p;
   IF v_bad IS NOT NULL THEN
     RAISE EXCEPTION 'precondition manifest: partitions without a built, current receipt of this release: %', v_bad USING ERRCODE = 'GFR01';

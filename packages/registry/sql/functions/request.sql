@@ -1,7 +1,8 @@
 -- Multi-step verbs are requests: a person asks, the service that owns the work (planner:
 -- plan and repair; reconciler: reconcile; projector: seal, unseal, catchup, cutover, rollback)
 -- executes it under the service role with the requester as principal and records the outcome,
--- which the CLI waits for.
+-- which the CLI waits for. This verb only records the ask; the services poll genfill.requests
+-- (earlier definitions also sent pg_notify('genfill_requests'), which nothing listened to).
 CREATE OR REPLACE FUNCTION genfill.request(p_kind text, p_release text, p_args jsonb)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -15,7 +16,6 @@ BEGIN
     RAISE EXCEPTION 'release % does not exist: submit it with `genfill release submit <file>`', p_release USING ERRCODE = 'GFN01';
   END IF;
   INSERT INTO genfill.requests (kind, release, args) VALUES (p_kind, p_release, coalesce(p_args, '{}')) RETURNING id INTO v_id;
-  PERFORM pg_notify('genfill_requests', p_kind);
   RETURN v_id;
 END $$;
 ALTER FUNCTION genfill.request(text, text, jsonb) OWNER TO genfill_owner;

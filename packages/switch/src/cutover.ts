@@ -243,6 +243,7 @@ function cutoverOperation(db: Db, r: Rel, result: CutoverResult, opts: CutoverOp
   return {
     lease: { kind: 'cutover', release, dataset: r.dataset, from: r.expected_active ?? '', to: r.generation },
     doneState: 'ACTIVE',
+    sealedState: 'INGRESS_SEALED',
     resumable: ['APPROVED', 'INGRESS_SEALED', 'CAUGHT_UP'],
     sealedBySelf: (now) => now.ingressState === 'SEALED' && now.epochRelease === release,
     async start() {
@@ -268,8 +269,7 @@ function cutoverOperation(db: Db, r: Rel, result: CutoverResult, opts: CutoverOp
       cf1 = rows[0]?.pre ?? (await reconciledFrontier(db, release));
     },
     async after(ctx) {
-      const { rows: st } = await db.query<{ state: string }>('SELECT state FROM genfill.releases WHERE id = $1', [release]);
-      if (st[0]!.state === 'INGRESS_SEALED') {
+      if (ctx.state === 'INGRESS_SEALED') {
         const fin = await catchupRound(db, release);
         if (!fin.caughtUp) throw new RefusedError(`the round to the barrier did not reach it (${fin.to} ≠ ${ctx.barrier})`);
       }

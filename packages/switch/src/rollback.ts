@@ -127,6 +127,7 @@ function rollbackOperation(db: Db, release: string, r: Rel, result: RollbackResu
   return {
     lease: { kind: 'rollback', release, dataset: r.dataset, from: r.generation, to: old },
     doneState: 'ROLLED_BACK',
+    sealedState: 'ACTIVE',
     resumable: ['ACTIVE'],
     sealedBySelf: (now) => now.ingressState === 'SEALED' && now.epochRelease === release && now.sealedFrom === 'ACTIVE',
     async start() {

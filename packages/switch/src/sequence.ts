@@ -57,6 +57,8 @@ export interface SwitchContext<S extends string> {
   lease: SwitchLease<S>;
   /** The barrier, once sealed. */
   barrier: string;
+  /** The release's state once sealed: the seal's (`sealedState`), or what a recovery found. */
+  state: string;
   /** The ms the freeze may still last; throws (undo, then refuse) past the bound. */
   deadline(): number;
   /** Undo now, before throwing a refusal of the phase's own (a SwitchRefusal or a ReconciliationRequiredError). */
@@ -77,14 +79,16 @@ export interface SwitchOperation<S extends string, Row> {
   lease: Omit<LeaseOptions, 'holder' | 'leaseMs' | 'maxFreezeMs' | 'request'>;
   /** The release state once this operation's switch committed. */
   doneState: string;
+  /** The release state this operation's seal leaves. */
+  sealedState: string;
   /** States a recovered holder may still finish from. */
   resumable: string[];
   /** Whether the dataset's current epoch was sealed by this operation. */
   sealedBySelf(now: SwitchNow): boolean;
   /** Refuse (throw) before a lease is taken; not asked of a recovery. */
   start(): Promise<void>;
-  before(ctx: Omit<SwitchContext<S>, 'barrier' | 'deadline'>): Promise<void>;
-  seal(ctx: Omit<SwitchContext<S>, 'barrier' | 'deadline'>): Promise<{ epoch: number; barrier: string }>;
+  before(ctx: Omit<SwitchContext<S>, 'barrier' | 'state' | 'deadline'>): Promise<void>;
+  seal(ctx: Omit<SwitchContext<S>, 'barrier' | 'state' | 'deadline'>): Promise<{ epoch: number; barrier: string }>;
   /** On recovery of a sealed operation: whatever `before` left that `after` needs. */
   resumeSealed?(ctx: SwitchContext<S>): Promise<void>;
   after(ctx: SwitchContext<S>): Promise<void>;
@@ -166,6 +170,7 @@ export async function runSwitch<S extends string, Row>(db: Db, op: SwitchOperati
   const ctx: SwitchContext<S> = {
     lease,
     barrier: '',
+    state: '',
     undo,
     deadline: () => {
       throw new Error('the freeze has not started');
@@ -197,10 +202,12 @@ export async function runSwitch<S extends string, Row>(db: Db, op: SwitchOperati
       const s = await op.seal(ctx);
       sealedAt = performance.now();
       ctx.barrier = s.barrier;
+      ctx.state = op.sealedState;
       closedEpoch = s.epoch;
       await lease.record('sealed' as S, { epoch: s.epoch, barrier: s.barrier, sealed_at: new Date().toISOString() });
     } else {
       ctx.barrier = now.barrier!;
+      ctx.state = now.state;
       closedEpoch = now.epoch;
       sealedAt = performance.now() - (now.sealedMsAgo ?? 0);
     }

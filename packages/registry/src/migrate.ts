@@ -84,7 +84,7 @@ export interface MigrateResult {
   /** Numbered migrations applied by this run. */
   applied: string[];
   version: number;
-  /** Function files whose content this run applied for the first time (every file is applied on every run). */
+  /** Function files whose content this run applied for the first time. */
   functions: string[];
 }
 
@@ -101,16 +101,20 @@ async function recordedFunctionFiles(conn: Conn): Promise<RecordedFile[] | null>
 }
 
 /**
- * Every function file, in order, then the record of what was applied. Each file re-creates its
- * functions (CREATE OR REPLACE) with their grants, triggers and comments, so a run that changes
- * nothing leaves the catalog as it was. Function bodies are not checked at CREATE time
- * (check_function_bodies, as pg_dump does): a LANGUAGE sql body may then use a function of a
- * file that sorts after its own.
+ * The function files, in order, then the record of what was applied. Each file re-creates its
+ * functions (CREATE OR REPLACE) with their grants, triggers and comments. A run applies every
+ * file when it applied a numbered migration (which may have dropped and re-created what a
+ * file's trigger hangs on), and otherwise only the files whose content the database has not
+ * recorded: a migrate that changes nothing takes no lock on a registry table and re-creates no
+ * event trigger. Function bodies are not checked at CREATE time (check_function_bodies, as
+ * pg_dump does): a LANGUAGE sql body may then use a function of a file that sorts after its own.
  */
-async function applyFunctionFiles(conn: Conn): Promise<string[]> {
+async function applyFunctionFiles(conn: Conn, all: boolean): Promise<string[]> {
   const files = knownFunctionFiles();
+  const recorded = new Map(((await recordedFunctionFiles(conn)) ?? []).map((f) => [f.name, f.sha256]));
+  const due = all ? files : files.filter((f) => recorded.get(f.name) !== f.sha256);
   await conn.query('SET LOCAL check_function_bodies = off');
-  for (const f of files) {
+  for (const f of due) {
     try {
       await conn.query(f.sql);
     } catch (err) {
@@ -178,7 +182,7 @@ export async function migrate(db: Db): Promise<MigrateResult> {
       }
       done.push(m.name);
     }
-    const functions = await applyFunctionFiles(conn);
+    const functions = await applyFunctionFiles(conn, done.length > 0);
     return { applied: done, version: known.length, functions };
   });
 }

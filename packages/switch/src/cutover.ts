@@ -103,74 +103,14 @@ async function loadRelease(db: Db, release: string): Promise<Rel> {
   return rows[0];
 }
 
-/** Every precondition of a cutover, named; `recovering`: the release may already be sealed by itself. */
-export async function cutoverChecks(db: Db, release: string, o: { recovering?: boolean } = {}): Promise<CutoverCheck[]> {
-  const r = await loadRelease(db, release);
-  const checks: CutoverCheck[] = [];
-  const add = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
-  const sealedBySelf = r.ingress_state === 'SEALED' && r.epoch_release === release;
-  const states = o.recovering ? ['APPROVED', 'INGRESS_SEALED', 'CAUGHT_UP'] : ['APPROVED'];
-  add('state', states.includes(r.state), `release ${release} is ${r.state}${states.includes(r.state) ? '' : ': a cutover needs an APPROVED release (reconcile, then approve as a second role)'}`);
-  add(
-    'expected-generation',
-    r.expected_active !== null && r.expected_active === r.active,
-    r.expected_active === null
-      ? `release ${release} builds a first generation: there is no live generation to switch from (adopt the dataset first)`
-      : `expects ${r.expected_active} active; ${r.active ?? 'none'} is`,
-  );
-  add(
-    'ingress',
-    r.ingress_state === 'OPEN' || (o.recovering === true && sealedBySelf),
-    r.ingress_state === 'OPEN' ? `epoch ${r.ingress_epoch} open` : `epoch ${r.ingress_epoch} sealed by ${r.epoch_release ?? '?'}`,
-  );
-  const { rows: m } = await db.query<{ total: number; bad: string[] }>(
-    `SELECT count(*)::int AS total,
-            coalesce((array_agg(p.id ORDER BY p.id) FILTER (WHERE p.status <> 'BUILT' OR NOT EXISTS (
-              SELECT 1 FROM genfill.receipts rc WHERE rc.release = p.release AND rc.partition = p.id AND rc.release_digest = r.digest
-                 AND NOT EXISTS (SELECT 1 FROM genfill.receipts n WHERE n.supersedes = rc.id))))[1:20], '{}') AS bad
-       FROM genfill.partitions p JOIN genfill.releases r ON r.id = p.release WHERE p.release = $1`,
-    [release],
-  );
-  add('manifest', m[0]!.total > 0 && m[0]!.bad.length === 0, m[0]!.bad.length === 0 ? `${m[0]!.total} partitions, each with a current receipt` : `partitions without a built, current receipt: ${m[0]!.bad.join(', ')}`);
-  const { rows: a } = await db.query<{ latest: string | null; state: string | null; approvals: number; required: number; approved_on: string | null; voided: string | null; chain: string[]; cf: string | null }>(
-    `SELECT x.latest::text, x.latest_state AS state, x.approvals, x.required, x.approved_on::text, x.voided_by::text AS voided, x.chain::text[] AS chain,
-            (SELECT c.summary->'live'->>'catchupFrontier' FROM genfill.reconciliations c WHERE c.id = x.latest) AS cf
-       FROM genfill.approval_chain($1) x`,
-    [release],
-  );
-  const ap = a[0]!;
-  const along = ap.chain.length > 1 ? ` (along the chain #${ap.chain.join(' ← #')})` : '';
-  if (!ap.latest) add('approvals', false, 'no reconciliation: reconcile and approve first');
-  else if (ap.voided) add('approvals', false, `the approvals are bound to reconciliation #${ap.approved_on ?? '?'}, voided by reconciliation #${ap.latest} (${ap.state})`);
-  else add('approvals', ap.approvals >= ap.required, `${ap.approvals} of ${ap.required} approvals on reconciliation #${ap.latest}${along}`);
-  add(
-    'reconciliation-live',
-    ap.cf !== null,
-    ap.cf !== null ? `reconciliation #${ap.latest} verified the candidate at ${ap.cf}` : `reconciliation #${ap.latest ?? '?'} recorded no catch-up frontier: the tail since it cannot be verified (reconcile again)`,
-  );
-  const { rows: f } = await db.query<{ stale: boolean; stop: string | null; frontier: string | null; behind: number }>(
-    `SELECT coalesce((SELECT fl.dependency_stale_since IS NOT NULL FROM genfill.dataset_flags fl WHERE fl.dataset = d.name), false) AS stale,
-            (SELECT s.key::text FROM genfill.projector_stops s WHERE s.dataset = d.name) AS stop,
-            fr.snapshot::text AS frontier,
-            (SELECT count(DISTINCT rc.partition)::int FROM genfill.receipts rc WHERE rc.release = $1
-                AND fr.snapshot IS NOT NULL AND NOT genfill.snapshot_contains(fr.snapshot, rc.watermark)) AS behind
-       FROM genfill.datasets d LEFT JOIN genfill.frontiers fr ON fr.dataset = d.name AND fr.generation = d.active_generation
-      WHERE d.name = $2`,
-    [release, r.dataset],
-  );
-  add('dependencies', !f[0]!.stale, f[0]!.stale ? `dataset ${r.dataset} is DEPENDENCY_STALE` : 'no captured dependency changed');
-  add(
-    'projector',
-    f[0]!.frontier !== null && f[0]!.stop === null,
-    f[0]!.frontier === null
-      ? `dataset ${r.dataset} has no projector frontier (adopt with capture)`
-      : f[0]!.stop
-        ? `the projector of ${r.dataset} stopped at key ${f[0]!.stop} (quarantine it or fix the transform)`
-        : f[0]!.behind > 0
-          ? `frontier ${f[0]!.frontier}; ${f[0]!.behind} partitions' watermarks are not yet in it (the seal waits for the projector)`
-          : `frontier ${f[0]!.frontier}`,
-  );
-  return checks;
+/**
+ * Every precondition of a cutover, named, in the order the dry run prints them: the one list
+ * genfill.cutover_preconditions defines, which genfill.cutover_switch checks again (phase
+ * 'switch') inside the switch transaction.
+ */
+export async function cutoverChecks(db: Pick<Db, 'query'>, release: string): Promise<CutoverCheck[]> {
+  const { rows } = await db.query<CutoverCheck>(`SELECT name, ok, detail FROM genfill.cutover_preconditions($1, 'start')`, [release]);
+  return rows;
 }
 
 function failed(checks: CutoverCheck[]): CutoverCheck[] {

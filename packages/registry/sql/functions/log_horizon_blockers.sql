@@ -2,7 +2,7 @@
 -- in this database that began before p_since, and prepared transactions of theirs from before
 -- it. Such a transaction may still record a snapshot it read before p_since (a release floor,
 -- a carry watermark): a horizon is used for pruning only if it was taken before every one of
--- them began (packages/reconcile/src/horizon.ts).
+-- them began (packages/retention/src/horizon.ts).
 CREATE OR REPLACE FUNCTION genfill.log_horizon_blockers(p_since timestamptz)
 RETURNS TABLE (kind text, pid integer, gid text, role text, application text, session_state text, started timestamptz)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

@@ -1,7 +1,9 @@
 // Configuration comes only from the environment, parsed once at start. A malformed value is
-// a ConfigError naming the variable — never a silent default.
+// a ConfigError naming the variable — never a silent default. Every duration is read in the
+// one grammar of duration.ts (`500ms`, `30s`, `2m`, `24h`, `7d`).
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { durationSetting } from './duration.ts';
 import { ConfigError, type Problem } from './errors.ts';
 
 const postgresUrl = z
@@ -21,25 +23,10 @@ const list = <T extends z.ZodType<unknown, string>>(item: T) =>
     .transform((v) => v.split(',').map((s) => s.trim()).filter((s) => s.length > 0))
     .pipe(z.array(item));
 const port = z.coerce.number().int().min(1).max(65535);
-/** Milliseconds, or a number with a unit PostgreSQL understands for timeouts (ms, s, min). */
-const pgDuration = z
-  .string()
-  .regex(/^\d+\s*(ms|s|min)?$/, 'must be milliseconds or a number with ms, s or min (e.g. 30s)')
-  .transform((v) => {
-    const m = /^(\d+)\s*(ms|s|min)?$/.exec(v)!;
-    const n = Number(m[1]);
-    return m[2] === 's' ? n * 1000 : m[2] === 'min' ? n * 60_000 : n;
-  });
-/** A retention like `7d`, `24h`, `30m` or `90s`, in seconds. */
-const retention = z
-  .string()
-  .trim()
-  .regex(/^\d+\s*(s|m|h|d)$/, 'must be a number with s, m (minutes), h or d, e.g. 7d or 24h')
-  .transform((v) => {
-    const m = /^(\d+)\s*(s|m|h|d)$/.exec(v)!;
-    return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86_400 }[m[2] as 's' | 'm' | 'h' | 'd'];
-  })
-  .pipe(z.number().int().positive('must be longer than 0'));
+/** A PostgreSQL timeout in milliseconds; a bare number is milliseconds, as the server reads it, and 0 turns it off. */
+const pgTimeout = durationSetting({ bareUnit: 'ms' });
+/** A retention like `7d`, `24h`, `30m` or `90s`, in whole seconds; it always names its unit. */
+const retention = (max?: number) => durationSetting({ bareUnit: null, in: 's', exclusiveMin: true, max });
 const apiToken = z
   .string()
   .regex(/^[^:]+:(viewer|operator|approver):.{16,}$/, 'each entry is subject:role:token, role viewer|operator|approver, token at least 16 characters')
@@ -97,9 +84,9 @@ export const configSchema = z.object({
     .refine((v) => !v.includes(':'), 'must not contain ":" (BullMQ uses it as the separator)')
     .default('{genfill}'),
   GENFILL_RELEASE: list(z.string().min(1)).optional(),
-  GENFILL_STATEMENT_TIMEOUT: pgDuration.optional(),
-  GENFILL_LOCK_TIMEOUT: pgDuration.optional(),
-  GENFILL_IDLE_IN_TRANSACTION_TIMEOUT: pgDuration.optional(),
+  GENFILL_STATEMENT_TIMEOUT: pgTimeout.optional(),
+  GENFILL_LOCK_TIMEOUT: pgTimeout.optional(),
+  GENFILL_IDLE_IN_TRANSACTION_TIMEOUT: pgTimeout.optional(),
   GENFILL_METRICS_PORT: port.optional(),
   GENFILL_API_PORT: port.default(3000),
   GENFILL_API_TOKENS: list(apiToken).optional(),
@@ -112,7 +99,8 @@ export const configSchema = z.object({
    */
   GENFILL_OWNER_DATABASE_URL: postgresUrl.optional(),
   GENFILL_CANARY_SQL: z.string().min(1).optional(),
-  GENFILL_CANARY_EVERY_MS: z.coerce.number().int().min(10).max(60_000).optional(),
+  /** How often the canary runs, in milliseconds (a bare number is milliseconds, as the name says). */
+  GENFILL_CANARY_EVERY_MS: durationSetting({ bareUnit: 'ms', min: 10, max: 60_000 }).optional(),
   GENFILL_PROMETHEUS_URL: z.url({ protocol: /^https?$/ }).optional(),
   GENFILL_FOREGROUND_QUERY: z.string().min(1).optional(),
   GENFILL_MAX_PENDING_EVENTS: z.coerce.number().int().positive().default(1_000_000),
@@ -120,9 +108,9 @@ export const configSchema = z.object({
   // the workers top the window up as partitions finish (issue 19).
   GENFILL_DISPATCH_WINDOW: z.coerce.number().int().min(1).max(10_000).default(10_000),
   /** How long ingress tombstones are kept at least, in seconds (default 7 days). */
-  GENFILL_TOMBSTONE_RETENTION: retention.default(7 * 86_400),
+  GENFILL_TOMBSTONE_RETENTION: retention().default(7 * 86_400),
   /** How long a pinned read's lease on its generation lasts past each page, in seconds (default 5 minutes). */
-  GENFILL_READER_LEASE_TTL: retention.pipe(z.number().max(86_400, 'must be at most 24h')).default(300),
+  GENFILL_READER_LEASE_TTL: retention(86_400_000).default(300),
   GENFILL_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -1,5 +1,15 @@
 export { type ApiToken, type Config, loadConfig } from './config.ts';
 export {
+  bareNumberMeans,
+  DURATION_GRAMMAR,
+  type DurationBounds,
+  durationForms,
+  durationLiteral,
+  type DurationUnit,
+  InvalidDurationError,
+  parseDuration,
+} from './duration.ts';
+export {
   CasConflictError,
   ConfigError,
   type ExitCode,

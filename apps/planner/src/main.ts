@@ -1,8 +1,8 @@
 // The planner service's entry point (one replica is enough; two are harmless): every
-// --interval seconds, move SNAPSHOT_PINNED releases to BUILDING and enqueue the unfinished
+// --interval, move SNAPSHOT_PINNED releases to BUILDING and enqueue the unfinished
 // partitions of BUILDING ones, re-applying the operator pause; between rounds it executes the
 // people's plan and repair requests. SIGTERM stops it after the round (exit 0).
-//   node --import tsx apps/planner/src/main.ts [--interval <seconds>] [--once [--json]]
+//   node --import tsx apps/planner/src/main.ts [--interval <duration>] [--once [--json]]
 //   genfill planner …   (the same service)
 import { repairRequest } from '@genfill/builder';
 import { runPlannerService, type RoundResult } from '@genfill/planner';
@@ -26,10 +26,10 @@ function describeRound(r: RoundResult): string {
 export const planner = defineService({
   name: 'planner',
   summary:
-    'the planner service: every --interval seconds, move SNAPSHOT_PINNED releases to BUILDING and enqueue the unfinished ' +
+    'the planner service: every --interval, move SNAPSHOT_PINNED releases to BUILDING and enqueue the unfinished ' +
     'partitions of BUILDING ones (all, or those in GENFILL_RELEASE), re-applying the operator pause; SIGTERM stops it after the round',
   flags: {
-    interval: flag.seconds('time between rounds', 10),
+    interval: flag.duration('time between rounds', 10_000, 's'),
     once: flag.boolean('run one round, print it, and exit'),
     json: flag.boolean('with --once: print the round as JSON'),
   },
@@ -41,7 +41,7 @@ export const planner = defineService({
       db,
       registry: metrics,
       signal,
-      intervalSeconds: args.interval,
+      intervalSeconds: args.interval / 1000,
       once: args.once,
       requestHandlers: { repair: repairRequest },
     });

@@ -18,9 +18,9 @@ export const projectorService = (switchOptions: SwitchServiceOptions = {}) => de
     'the batch in flight finish',
   flags: {
     dataset: flag.list('serve only these datasets', 'names'),
-    poll: flag.count('milliseconds between empty batches', PROJECTOR_DEFAULTS.pollMs, 'ms'),
+    poll: flag.duration('time between empty batches', PROJECTOR_DEFAULTS.pollMs, 'ms'),
     maxBatch: flag.count('events per batch before it takes a prefix snapshot', PROJECTOR_DEFAULTS.maxBatchEvents, 'events'),
-    lease: flag.count('the dataset lease in milliseconds: a killed holder is replaced within about this long', PROJECTOR_DEFAULTS.leaseMs, 'ms'),
+    lease: flag.duration('the dataset lease: a killed holder is replaced within about this long', PROJECTOR_DEFAULTS.leaseMs, 'ms'),
     once: flag.boolean('apply what is waiting for each dataset, print the totals, and exit'),
     json: flag.boolean('with --once: print the totals as JSON'),
   },

@@ -1,8 +1,8 @@
-// The reconciler service's entry point (one replica): every --interval seconds it reconciles
+// The reconciler service's entry point (one replica): every --interval it reconciles
 // each BUILT release once (BUILT → RECONCILED or RECONCILIATION_REQUIRED) and executes the
 // people's reconcile requests; verdicts and findings go to the registry, nothing to the pod's
 // disk. SIGTERM stops it after the reconciliation in progress (exit 0).
-//   node --import tsx apps/reconciler/src/main.ts [--interval <seconds>] [--once [--json]]
+//   node --import tsx apps/reconciler/src/main.ts [--interval <duration>] [--once [--json]]
 //   genfill reconciler …   (the same service)
 import { runReconcilerService, type ReconcilerRoundResult } from '@genfill/reconcile';
 import { defineService, flag, runIfMain } from '@genfill/service';
@@ -34,19 +34,19 @@ function describeRound(r: ReconcilerRoundResult): string {
 export const reconciler = defineService({
   name: 'reconciler',
   summary:
-    'the reconciler service: every --interval seconds, reconcile each BUILT release once (BUILT → RECONCILED or ' +
+    'the reconciler service: every --interval, reconcile each BUILT release once (BUILT → RECONCILED or ' +
     'RECONCILIATION_REQUIRED), storing every verdict and finding in the registry, then retire old generations past their ' +
     'rollback window and reader leases, prune the change log below its horizon and clean up the queues of finished releases; ' +
     'SIGTERM stops it after the reconciliation in progress',
   flags: {
-    interval: flag.seconds('time between rounds', 10),
+    interval: flag.duration('time between rounds', 10_000, 's'),
     once: flag.boolean('run one round, print it, and exit'),
     json: flag.boolean('with --once: print the round as JSON'),
   },
   // A reconciliation reads on two connections side by side; one for the round, one for /readyz.
   pool: () => ({ max: 4 }),
   async run({ args, config, log, db, metrics, signal, out }) {
-    const result = await runReconcilerService({ config, log, db, registry: metrics, signal, intervalSeconds: args.interval, once: args.once });
+    const result = await runReconcilerService({ config, log, db, registry: metrics, signal, intervalSeconds: args.interval / 1000, once: args.once });
     if (!args.once || !result.last) return;
     out(args.json ? JSON.stringify(result.last, null, 2) : describeRound(result.last));
   },

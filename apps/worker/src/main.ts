@@ -33,9 +33,9 @@ export const worker = defineService({
   summary: 'build partitions of every BUILDING release (or GENFILL_RELEASE) until SIGTERM; run N of them',
   flags: {
     concurrency: flag.count('partitions built at once by this process', 1),
-    lockDuration: flag.count('BullMQ lock and registry lease length', 60_000, 'ms'),
+    lockDuration: flag.duration('BullMQ lock and registry lease length', 60_000, 'ms'),
     release: flag.list('serve only these releases (comma-separated); overrides GENFILL_RELEASE', 'ids'),
-    throttleInterval: flag.count('time between throttle decisions; the controller lease is three of them', DEFAULT_INTERVAL_MS, 'ms'),
+    throttleInterval: flag.duration('time between throttle decisions; the controller lease is three of them', DEFAULT_INTERVAL_MS, 'ms'),
     throttle: flag.enabled('run no throttle controller and meter no admission in this process'),
   },
   // Claims, builds, lease renewals, the throttle and /readyz share it; the fleet's timeouts

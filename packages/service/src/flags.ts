@@ -3,12 +3,12 @@
 // to the same parser, so the two can never accept different flags; --help is written from the
 // same declarations.
 import { parseArgs } from 'node:util';
-import { InvalidInputError, type Problem } from '@genfill/contracts';
+import { bareNumberMeans, DURATION_GRAMMAR, type DurationBounds, durationLiteral, type DurationUnit, InvalidInputError, parseDuration, type Problem } from '@genfill/contracts';
 
 export interface Flag<T> {
   type: 'string' | 'boolean';
   help: string;
-  /** The value's name in --help: `--interval <seconds>`. */
+  /** The value's name in --help: `--interval <duration>`. */
   placeholder?: string;
   /** Booleans only: the flag is on by default and `--no-<name>` turns it off. */
   negatable?: boolean;
@@ -21,10 +21,9 @@ export interface Flag<T> {
 export type FlagSpecs = Record<string, Flag<unknown>>;
 export type FlagValues<F extends FlagSpecs> = { [K in keyof F]: F[K] extends Flag<infer T> ? T : never };
 
-function positive(raw: string, integer: boolean): number {
-  const ok = integer ? /^\d+$/.test(raw) : /^\d+(\.\d+)?$/.test(raw);
+function positiveInteger(raw: string): number {
   const n = Number(raw);
-  if (!ok || !(n > 0)) throw new Error(`expected a positive ${integer ? 'integer' : 'number'}, got ${raw}`);
+  if (!/^\d+$/.test(raw) || !(n > 0)) throw new Error(`expected a positive integer, got ${raw}`);
   return n;
 }
 
@@ -35,15 +34,18 @@ export const flag = {
     help,
     placeholder,
     shownDefault: String(fallback),
-    parse: (raw) => (raw === undefined ? fallback : positive(String(raw), true)),
+    parse: (raw) => (raw === undefined ? fallback : positiveInteger(String(raw))),
   }),
-  /** A positive number of seconds (fractions allowed) with a default. */
-  seconds: (help: string, fallback: number): Flag<number> => ({
+  /**
+   * A duration in the one grammar (`500ms`, `30s`, `2m`), in milliseconds, longer than 0 unless
+   * `bounds` say otherwise; a bare number is `bareUnit`, the unit the flag has always taken.
+   */
+  duration: (help: string, fallbackMs: number, bareUnit: DurationUnit, bounds: DurationBounds = { exclusiveMin: true }): Flag<number> => ({
     type: 'string',
-    help,
-    placeholder: 'seconds',
-    shownDefault: String(fallback),
-    parse: (raw) => (raw === undefined ? fallback : positive(String(raw), false)),
+    help: `${help} (${bareNumberMeans(bareUnit)})`,
+    placeholder: 'duration',
+    shownDefault: durationLiteral(fallbackMs),
+    parse: (raw) => (raw === undefined ? fallbackMs : parseDuration(String(raw), bareUnit, bounds)),
   }),
   /** A TCP port; 0 picks a free one. Absent: undefined. */
   port: (help: string): Flag<number | undefined> => ({
@@ -124,6 +126,7 @@ export function helpText(command: string, summary: string, specs: FlagSpecs): st
     'Options:',
     ...rows.map(([t, h]) => `  ${t.padEnd(width)}${h}`),
     '',
+    ...(Object.values(specs).some((s) => s.placeholder === 'duration') ? [`A <duration> is ${DURATION_GRAMMAR}.`] : []),
     'Configuration comes from the environment (DATABASE_URL, REDIS_URL, GENFILL_*). With GENFILL_METRICS_PORT the',
     'process serves /metrics, /healthz (alive) and /readyz (database, schema and Redis reachable; not draining).',
     'SIGTERM or SIGINT: stop taking work, finish what is in flight, exit 0.',

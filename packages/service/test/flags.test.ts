@@ -4,7 +4,7 @@ import { flag, helpText, parseFlags } from '../src/index.ts';
 
 const specs = {
   concurrency: flag.count('partitions at once', 1),
-  interval: flag.seconds('time between rounds', 10),
+  interval: flag.duration('time between rounds', 10_000, 's'),
   release: flag.list('serve only these', 'ids'),
   port: flag.port('listen here'),
   once: flag.boolean('one round'),
@@ -23,10 +23,10 @@ function problems(argv: string[]): string[] {
 
 describe('service flags', () => {
   it('parses kebab-case flags into their values, with defaults', () => {
-    expect(parseFlags(specs, [])).toEqual({ help: false, values: { concurrency: 1, interval: 10, release: undefined, port: undefined, once: false, throttle: true } });
+    expect(parseFlags(specs, [])).toEqual({ help: false, values: { concurrency: 1, interval: 10_000, release: undefined, port: undefined, once: false, throttle: true } });
     expect(parseFlags(specs, ['--concurrency', '4', '--interval=0.5', '--release', 'a@1, b@2', '--port', '0', '--once', '--no-throttle'])).toEqual({
       help: false,
-      values: { concurrency: 4, interval: 0.5, release: ['a@1', 'b@2'], port: 0, once: true, throttle: false },
+      values: { concurrency: 4, interval: 500, release: ['a@1', 'b@2'], port: 0, once: true, throttle: false },
     });
     expect(parseFlags(specs, ['-h'])).toEqual({ help: true });
   });
@@ -36,10 +36,22 @@ describe('service flags', () => {
     expect(problems(['stray'])).toEqual([expect.stringMatching(/^arguments: Unexpected argument 'stray'/)]);
     expect(problems(['--concurrency', '0', '--interval', 'soon', '--port', '70000'])).toEqual([
       '--concurrency: expected a positive integer, got 0',
-      '--interval: expected a positive number, got soon',
+      "--interval: must be a duration: a number and a unit ms, s, m (minutes, also min), h or d, e.g. 500ms, 30s, 2m, 24h; a bare number is seconds; got 'soon'",
       '--port: expected a port number (0 picks a free one), got 70000',
     ]);
     expect(problems(['--no-once'])).toEqual(['--no-once: --once cannot be negated']);
+  });
+
+  it('reads a duration flag in the one grammar, a bare number in the unit the flag always took', () => {
+    const interval = (argv: string[]) => {
+      const p = parseFlags(specs, argv);
+      return p.help ? undefined : p.values.interval;
+    };
+    expect(interval(['--interval', '2m'])).toBe(120_000);
+    expect(interval(['--interval', '2min'])).toBe(120_000);
+    expect(interval(['--interval', '250ms'])).toBe(250);
+    expect(interval(['--interval', '3'])).toBe(3000);
+    expect(problems(['--interval', '0s'])).toEqual(["--interval: must be longer than 0; got '0s'"]);
   });
 
   it('writes --help from the same declarations', () => {
@@ -47,6 +59,8 @@ describe('service flags', () => {
     expect(text).toMatch(/^Usage: genfill worker \[options\]\n\nbuild partitions\n/);
     expect(text).toMatch(/--concurrency <n> +partitions at once \(default: 1\)/);
     expect(text).toMatch(/--no-throttle +no throttle/);
+    expect(text).toMatch(/--interval <duration> +time between rounds \(a bare number is seconds\) \(default: 10s\)/);
+    expect(text).toContain('A <duration> is a number and a unit ms, s, m (minutes, also min), h or d');
     expect(text).toMatch(/GENFILL_METRICS_PORT.*\/metrics, \/healthz/s);
   });
 });

@@ -18,6 +18,7 @@ import { writeAdoptTransform, writeDemoRelease } from '../demo/files.ts';
 import { seedDemo } from '../demo/seed.ts';
 import { startLivePath, type LivePath } from '../demo/live.ts';
 import { json } from '../io.ts';
+import { durationOption } from '../options.ts';
 import { describePlan } from './plan.ts';
 import { describeCutover } from './projector.ts';
 import { describeReconciliation } from './reconcile.ts';
@@ -127,9 +128,15 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--no-throttle', 'build without the throttle (it paces by replica lag, a canary and errors)')
     .option('--until <step>', `stop after this step (${STEPS.join(', ')}), e.g. build to reconcile by hand`, parseStep, 'cutover' as Step)
     .option('--writer-rate <n>', 'transactions per second of the live order writer (1 to 2000)', (v) => parseBounded(v, 1, 2000), 20)
-    .option('--in-range-seconds <n>', 'how long the writer goes on writing (inside the range too) between the approval and the cutover (0 to 600)', (v) => parseBounded(v, 0, 600), 3)
+    .addOption(
+      durationOption('--in-range-seconds <duration>', 'how long the writer goes on writing (inside the range too) between the approval and the cutover (at most 10m)', {
+        bareUnit: 's',
+        defaultMs: 3000,
+        bounds: { max: 600_000 },
+      }),
+    )
     .option('--json', 'print one JSON object with every result instead of the story')
-    .action((opts: { rows: number; dir: string; workers: number; throttle: boolean; until: Step; writerRate: number; inRangeSeconds: number; json?: boolean }) =>
+    .action((opts: { rows: number; dir: string; workers: number; throttle: boolean; until: Step; writerRate: number; /** milliseconds, parsed as a duration */ inRangeSeconds: number; json?: boolean }) =>
       run(async (ctx) => {
         // With --json stdout carries the one object and nothing else.
         const say = (line: string) => (opts.json ? undefined : ctx.io.out(line));
@@ -284,7 +291,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         // The build is proved; the writer goes on inside the range a while — those changes reach
         // the candidate by catch-up and are checked key by key before and after the seal.
         live.writeInRange();
-        await sleep(opts.inRangeSeconds * 1000);
+        await sleep(opts.inRangeSeconds);
         const stateNow = (await db.query<{ state: string }>('SELECT state FROM genfill.releases WHERE id = $1', [RELEASE])).rows[0]!.state;
         let cut: CutoverResult | null = null;
         if (stateNow === 'APPROVED') {

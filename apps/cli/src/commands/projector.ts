@@ -1,21 +1,16 @@
 // `genfill projector` (the live writer, a service: apps/projector), `genfill seal|unseal|catchup
 // <release>` (requests the projector service executes) and `genfill quarantine <dataset>` (an
 // operator verb).
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { InvalidInputError, RefusedError } from '@genfill/contracts';
 import { projector } from '@genfill/projector-service';
 import { verbError } from '@genfill/registry';
 import type { Context } from '../context.ts';
 import { json } from '../io.ts';
+import { durationOption } from '../options.ts';
 import { viaService } from '../requests.ts';
 import { registerService } from './service-verb.ts';
 import { catchupRound, type CatchupRound, cutoverRelease, type CutoverResult, rollbackRelease, type RollbackResult, sealRelease, type SealResult, unsealRelease, type UnsealResult } from '@genfill/switch';
-
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!/^\d+$/.test(value) || !(n > 0)) throw new InvalidArgumentError('expected a positive integer');
-  return n;
-}
 
 function describeSeal(r: SealResult): string {
   return [
@@ -23,14 +18,6 @@ function describeSeal(r: SealResult): string {
     `  release ${r.sealedFrom} → INGRESS_SEALED; lock wait ${r.lockWaitMs} ms (attempt ${r.attempts}), waited ${r.waitedForProjectorMs} ms for the projector`,
     `  readers of ${r.generation} see no new writes until cutover or \`genfill unseal ${r.release}\``,
   ].join('\n');
-}
-
-/** `30s`, `500ms`, `2m` or plain seconds: the freeze bound. */
-function duration(value: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
-  if (!m || !(Number(m[1]) > 0)) throw new InvalidArgumentError('expected a duration like 30s, 500ms or 2m');
-  const n = Number(m[1]);
-  return Math.round(m[2] === 'ms' ? n : m[2] === 'm' ? n * 60_000 : n * 1000);
 }
 
 export function describeCutover(r: CutoverResult): string {
@@ -76,12 +63,12 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
       'seal ingress of the release\'s dataset (invariant 7): the projector stops at barrier B, which contains every build ' +
         'watermark; a request the projector service runs. Exit 3 naming the lock holder or the projector lag when it cannot',
     )
-    .option('--wait <seconds>', 'how long to wait for the projector to pass every watermark', positiveInt, 30)
+    .addOption(durationOption('--wait <duration>', 'how long to wait for the projector to pass every watermark', { bareUnit: 's', defaultMs: 30_000 }))
     .option('--json', 'print the seal record as JSON')
     .action((release: string, opts: { wait: number; json?: boolean }) =>
       run(async (ctx) => {
-        const r = await viaService<SealResult>(ctx, { kind: 'seal', release, args: { waitMs: opts.wait * 1000 } }, (db) =>
-          sealRelease(db, release, { waitForProjectorMs: opts.wait * 1000 }),
+        const r = await viaService<SealResult>(ctx, { kind: 'seal', release, args: { waitMs: opts.wait } }, (db) =>
+          sealRelease(db, release, { waitForProjectorMs: opts.wait }),
         );
         if (opts.json) return json(ctx.io, r);
         ctx.io.out(describeSeal(r));
@@ -130,7 +117,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         '(RECONCILIATION_REQUIRED with the keys); a request the projector service runs',
     )
     .option('--dry-run', 'check every precondition without sealing (exit 3 when one fails)')
-    .option('--max-freeze <duration>', 'abort and unseal when the freeze (seal to switch) would pass this: 30s, 500ms, 2m', duration, 30_000)
+    .addOption(durationOption('--max-freeze <duration>', 'abort and unseal when the freeze (seal to switch) would pass this', { bareUnit: 's', defaultMs: 30_000 }))
     .option('--json', 'print the cutover record as JSON')
     .action((release: string, opts: { dryRun?: boolean; maxFreeze: number; json?: boolean }) =>
       run(async (ctx) => {
@@ -150,7 +137,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         'pointer back. Refused (exit 3) once that generation is retired, or while another release expects this one\'s generation; ' +
         'a request the projector service runs. Roll forward again with a new release',
     )
-    .option('--max-freeze <duration>', 'reopen ingress and give up when the freeze (seal to switch) would pass this: 30s, 500ms, 2m', duration, 30_000)
+    .addOption(durationOption('--max-freeze <duration>', 'reopen ingress and give up when the freeze (seal to switch) would pass this', { bareUnit: 's', defaultMs: 30_000 }))
     .option('--json', 'print the rollback record as JSON')
     .action((release: string, opts: { maxFreeze: number; json?: boolean }) =>
       run(async (ctx) => {

@@ -19,7 +19,7 @@ import {
 } from '@genfill/registry';
 import type { Context } from '../context.ts';
 import { json } from '../io.ts';
-import { parseSeconds } from './planner.ts';
+import { durationOption } from '../options.ts';
 
 const WATCHED: readonly ReleaseState[] = ['SNAPSHOT_PINNED', 'BUILDING'];
 
@@ -158,7 +158,7 @@ function barPayload(sample: ProgressSample, rates: Rates, throttle: ThrottleDeci
  * then print the normal status. A terminal gets a bar; anything else (logs, CI, tests) one
  * plain line per interval.
  */
-async function watch(ctx: Context, db: Db, release: string, intervalSeconds: number): Promise<void> {
+async function watch(ctx: Context, db: Db, release: string, intervalMs: number): Promise<void> {
   const meter = new ProgressMeter();
   const stop = new AbortController();
   const onSigint = () => stop.abort();
@@ -191,7 +191,7 @@ async function watch(ctx: Context, db: Db, release: string, intervalSeconds: num
       }
       if (!watched || stop.signal.aborted) break;
       try {
-        await sleep(intervalSeconds * 1000, undefined, { signal: stop.signal });
+        await sleep(intervalMs, undefined, { signal: stop.signal });
       } catch {
         break;
       }
@@ -272,7 +272,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--page <n>', 'with --partitions: which page (default 1)')
     .option('--page-size <k>', `with --partitions: partitions a page (default ${PARTITION_PAGE.size.toLocaleString('en-US')}, at most ${PARTITION_PAGE.maxSize.toLocaleString('en-US')})`)
     .option('--watch', 'redraw build progress (partitions, rows/s, ETA, failures, pause) until the release leaves BUILDING, then print the status')
-    .option('--interval <seconds>', 'with --watch: time between redraws', parseSeconds, 2)
+    .addOption(durationOption('--interval <duration>', 'with --watch: time between redraws', { bareUnit: 's', defaultMs: 2000 }))
     .option('--dataset <name>', 'show the live path of a dataset instead: projector lag, epoch and seal, lease, stops, flags, reader leases, retained generations, the log horizon')
     .action((release: string | undefined, opts: { json?: boolean; watch?: boolean; interval: number; dataset?: string; partitions?: string | true; page?: string; pageSize?: string }) =>
       run(async (ctx) => {

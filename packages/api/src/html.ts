@@ -4,7 +4,7 @@
 // one inline refresh script carrying this response's nonce.
 import { randomBytes } from 'node:crypto';
 import type { Response } from 'express';
-import { formatDuration } from '@genfill/planner';
+import { formatDuration } from '@genfill/registry';
 
 const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 

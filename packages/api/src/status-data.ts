@@ -1,11 +1,23 @@
 // What the status page (GET /) shows, read in one REPEATABLE READ snapshot so the numbers on
 // one page agree with each other: releases with their progress and pause flags, the throttle's
 // latest decision, the latest reconciliation, per-release heatmaps and failed/running
-// partitions, datasets with their projector lag. One query per function; the shared ones come
-// from the registry (latestThrottleDecision) and the planner (the ETA rule of `status --watch`).
+// partitions, datasets with their projector lag. One query per function; the shared parts come
+// from the registry: latestThrottleDecision, and the progress read model of `status --watch`
+// (the partition counts, the sample and its ETA rule).
 import { OPEN_STATES, type ReleaseState } from '@genfill/contracts';
-import { ProgressMeter, type ProgressSample, type Rates } from '@genfill/planner';
-import { latestThrottleDecision, withTransaction, type Conn, type Db, type ThrottleDecisionSummary } from '@genfill/registry';
+import {
+  latestThrottleDecision,
+  NO_RATES,
+  partitionCounts,
+  type ProgressRow,
+  progressRates,
+  progressSample,
+  type Rates,
+  withTransaction,
+  type Conn,
+  type Db,
+  type ThrottleDecisionSummary,
+} from '@genfill/registry';
 import { loadHeatmap, type Heatmap } from './heatmap.ts';
 import { projectorLag, type ProjectorLag } from './projector-lag.ts';
 
@@ -83,48 +95,34 @@ export interface StatusData {
   datasets: DatasetOverview[];
 }
 
+/** A release's progress columns, its range and the receipts of the rate window, the latest pause entry. */
+type OverviewRow = ProgressRow & {
+  id: string;
+  dataset: string;
+  generation: string;
+  timezone: string;
+  every: string;
+  range_from: Date;
+  range_to: Date;
+  recent_rows: string;
+  recent_built: number;
+  window_seconds: number | null;
+  now_ms: string;
+  pause_action: string | null;
+  pause_principal: string | null;
+  pause_at: Date | null;
+  pause_reason: string | null;
+  pause_via: string | null;
+};
+
 async function releaseOverviews(conn: Conn): Promise<ReleaseOverview[]> {
-  const { rows } = await conn.query<{
-    id: string;
-    state: ReleaseState;
-    dataset: string;
-    generation: string;
-    timezone: string;
-    every: string;
-    range_from: Date;
-    range_to: Date;
-    operator_paused: boolean;
-    throttle_paused: boolean;
-    total: number;
-    built: number;
-    running: number;
-    failed: number;
-    pending: number;
-    est_remaining: string;
-    rows_out: string;
-    recent_rows: string;
-    recent_built: number;
-    window_seconds: number | null;
-    now_ms: string;
-    pause_action: string | null;
-    pause_principal: string | null;
-    pause_at: Date | null;
-    pause_reason: string | null;
-    pause_via: string | null;
-  }>(
+  const { rows } = await conn.query<OverviewRow>(
     `SELECT r.id, r.state, r.dataset, r.generation, r.timezone, r.every, lower(r.range) AS range_from, upper(r.range) AS range_to,
             r.operator_paused, r.throttle_paused, p.*, x.*,
             (extract(epoch FROM clock_timestamp()) * 1000)::bigint::text AS now_ms,
             l.action AS pause_action, l.principal AS pause_principal, l.at AS pause_at, l.reason AS pause_reason, l.detail->>'via' AS pause_via
        FROM genfill.releases r
-      CROSS JOIN LATERAL (
-            SELECT count(*)::int AS total,
-                   count(*) FILTER (WHERE status = 'BUILT')::int AS built,
-                   count(*) FILTER (WHERE status = 'RUNNING')::int AS running,
-                   count(*) FILTER (WHERE status = 'FAILED')::int AS failed,
-                   count(*) FILTER (WHERE status = 'PENDING')::int AS pending,
-                   coalesce(sum(est_rows) FILTER (WHERE status <> 'BUILT'), 0)::text AS est_remaining
-              FROM genfill.partitions WHERE release = r.id) p
+      CROSS JOIN LATERAL (${partitionCounts('r.id')}) p
       CROSS JOIN LATERAL (
             SELECT coalesce(sum(rows_out), 0)::text AS rows_out,
                    coalesce(sum(rows_out) FILTER (WHERE created_at > clock_timestamp() - $1 * interval '1 second'), 0)::text AS recent_rows,
@@ -139,26 +137,13 @@ async function releaseOverviews(conn: Conn): Promise<ReleaseOverview[]> {
     [RATE_WINDOW_SECONDS, OPEN_STATES, MAX_RELEASES],
   );
   return rows.map((r) => {
-    const now: ProgressSample = {
-      release: r.id,
-      state: r.state,
-      paused: { operator: r.operator_paused, throttle: r.throttle_paused },
-      total: r.total,
-      built: r.built,
-      running: r.running,
-      failed: r.failed,
-      pending: r.pending,
-      estRowsRemaining: Number(r.est_remaining),
-      rowsOut: Number(r.rows_out),
-      at: Number(r.now_ms),
-    };
-    // The receipts of the window stand in for the samples `status --watch` would have taken.
-    const meter = new ProgressMeter(2);
-    let rates: Rates = { rowsPerSecond: null, etaSeconds: null };
-    if (r.window_seconds !== null && r.window_seconds > 0) {
-      meter.add({ ...now, built: now.built - r.recent_built, rowsOut: now.rowsOut - Number(r.recent_rows), at: now.at - r.window_seconds * 1000 });
-      rates = meter.add(now);
-    }
+    const now = progressSample(r.id, r, Number(r.now_ms));
+    // The release as it stood at the start of the window (its receipts since taken away) stands
+    // in for the earlier sample `status --watch` would have taken.
+    const rates: Rates =
+      r.window_seconds !== null && r.window_seconds > 0
+        ? progressRates({ ...now, built: now.built - r.recent_built, rowsOut: now.rowsOut - Number(r.recent_rows), at: now.at - r.window_seconds * 1000 }, now)
+        : NO_RATES;
     return {
       id: r.id,
       state: r.state,

@@ -2,9 +2,8 @@
 // read sees the same page; only an operator gets the pause and resume forms, which post to
 // status-routes.ts (the same verbs as `genfill pause|resume`, behind the same-origin check).
 import { OPEN_STATES } from '@genfill/contracts';
-import { formatDuration } from '@genfill/planner';
 import { queueName } from '@genfill/queue';
-import type { ThrottleDecisionSummary } from '@genfill/registry';
+import { formatDuration, pausedBy, type ThrottleDecisionSummary } from '@genfill/registry';
 import { ago, esc, instant, num, seg } from './html.ts';
 import { evidencePath, renderHeatmap } from './heatmap.ts';
 import type { DatasetOverview, ReleaseDetail, ReleaseOverview, StatusData } from './status-data.ts';
@@ -33,7 +32,7 @@ function rate(r: ReleaseOverview): { rows: string; eta: string } {
 }
 
 function pauseFlags(r: ReleaseOverview, now: number): string {
-  const flags = [r.paused.operator && '<span class="paused">operator</span>', r.paused.throttle && '<span class="paused">throttle</span>'].filter(Boolean);
+  const flags = pausedBy(r.paused).map((flag) => `<span class="paused">${flag}</span>`);
   const last = r.lastPause;
   const by = last
     ? `<br><span class="muted" title="${esc(instant(last.at))}">${esc(last.action === 'pause' ? 'paused' : 'resumed')} by ${esc(last.principal)}` +

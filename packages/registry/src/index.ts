@@ -47,6 +47,20 @@ export {
   releaseReaderLease,
   takeReaderLease,
 } from './reader-leases.ts';
+export {
+  formatDuration,
+  NO_RATES,
+  partitionCounts,
+  pausedBy,
+  type ProgressRow,
+  progressLine,
+  ProgressMeter,
+  progressRates,
+  progressSample,
+  type ProgressSample,
+  type Rates,
+  releaseProgress,
+} from './progress.ts';
 export { findOverlapping, findRelease, getRelease, insertRelease, type ReleaseRow } from './releases.ts';
 export {
   latestThrottleDecision,

@@ -3,15 +3,21 @@ import type { Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { InvalidInputError, NotFoundError, type ReleaseState } from '@genfill/contracts';
 import { projectorStatus, type ProjectorStatus } from '@genfill/projector';
-import { formatDuration, progressLine, ProgressMeter, releaseProgress, type ProgressSample, type Rates } from '@genfill/planner';
 import {
+  formatDuration,
   latestThrottleDecision,
   oldestPreparedTransaction,
   PARTITION_PAGE,
   PARTITION_STATUSES,
   parsePartitionListing,
+  pausedBy,
   type PreparedTransactions,
+  progressLine,
+  ProgressMeter,
+  type ProgressSample,
+  type Rates,
   releaseList,
+  releaseProgress,
   releaseStatus,
   type Db,
   type ReleaseStatus,
@@ -42,7 +48,7 @@ export function preparedSummary(p: PreparedTransactions): string {
 }
 
 export function describeStatus(s: ReleaseStatus): string {
-  const paused = [s.paused.operator && 'operator', s.paused.throttle && 'throttle'].filter(Boolean);
+  const paused = pausedBy(s.paused);
   const lines = [
     `release     ${s.release}`,
     `state       ${s.state} since ${s.stateChangedAt}${paused.length ? `  PAUSED (${paused.join(', ')})` : ''}`,
@@ -141,7 +147,7 @@ export function describePage(parts: NonNullable<ReleaseStatus['partitions']>, pa
 }
 
 function barPayload(sample: ProgressSample, rates: Rates, throttle: ThrottleDecisionSummary | null) {
-  const paused = [sample.paused.operator && 'operator', sample.paused.throttle && 'throttle'].filter(Boolean);
+  const paused = pausedBy(sample.paused);
   return {
     state: sample.state,
     rate: rates.rowsPerSecond === null ? '—' : Math.round(rates.rowsPerSecond).toLocaleString('en-US'),

@@ -2,8 +2,7 @@
 // watched through the registry until the release is BUILT.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { ProgressMeter, progressLine, releaseProgress } from '@genfill/planner';
-import type { Db } from '@genfill/registry';
+import { type Db, ProgressMeter, progressLine, releaseProgress } from '@genfill/registry';
 
 const BIN = fileURLToPath(new URL('../../bin/genfill.js', import.meta.url));
 

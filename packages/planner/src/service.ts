@@ -161,20 +161,3 @@ export async function runPlannerService(opts: PlannerServiceOptions): Promise<Pl
     if (!opts.db) await db.end();
   }
 }
-
-/**
- * SIGTERM/SIGINT abort the controller: the running round finishes, connections close, the
- * process exits 0. Returns the function that removes the handlers.
- */
-export function stopOnSignals(controller: AbortController, log: Logger): () => void {
-  const stop = (signal: NodeJS.Signals) => {
-    log.info({ signal }, 'stopping after the current round');
-    controller.abort();
-  };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
-  return () => {
-    process.off('SIGTERM', stop);
-    process.off('SIGINT', stop);
-  };
-}

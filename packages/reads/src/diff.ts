@@ -100,8 +100,8 @@ function joined(s: Sides, p: Params): string {
 
 const k0 = (s: Sides, alias: string) => col(alias, s.key[0]!.name);
 const both = (s: Sides) => `${k0(s, 'o')} IS NOT NULL AND ${k0(s, 'n')} IS NOT NULL`;
-const differs = (s: Sides, c: Column) => distinct(col('o', c.name), col('n', c.name), c.type);
-const anyDiffers = (s: Sides) => (s.other.length ? s.other.map((c) => differs(s, c)).join(' OR ') : 'false');
+const differs = (c: Column) => distinct(col('o', c.name), col('n', c.name), c.type);
+const anyDiffers = (s: Sides) => (s.other.length ? s.other.map(differs).join(' OR ') : 'false');
 
 function diffCountsSql(s: Sides): { text: string; values: unknown[] } {
   const p = new Params();
@@ -109,7 +109,7 @@ function diffCountsSql(s: Sides): { text: string; values: unknown[] } {
        count(*) FILTER (WHERE ${k0(s, 'o')} IS NULL)::bigint AS only_new,
        count(*) FILTER (WHERE ${both(s)} AND (${anyDiffers(s)}))::bigint AS changed,
        count(*) FILTER (WHERE ${both(s)})::bigint AS both${s.other
-         .map((c, i) => `,\n       count(*) FILTER (WHERE ${both(s)} AND ${differs(s, c)})::bigint AS "c_${i}"`)
+         .map((c, i) => `,\n       count(*) FILTER (WHERE ${both(s)} AND ${differs(c)})::bigint AS "c_${i}"`)
          .join('')}
   FROM ${joined(s, p)}`;
   return { text, values: p.values };

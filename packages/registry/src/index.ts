@@ -61,7 +61,7 @@ export {
   type Rates,
   releaseProgress,
 } from './progress.ts';
-export { findOverlapping, findRelease, getRelease, insertRelease, type ReleaseRow } from './releases.ts';
+export { findRelease, getRelease, type ReleaseRow } from './releases.ts';
 export {
   latestThrottleDecision,
   oldestPreparedTransaction,

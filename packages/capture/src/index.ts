@@ -3,10 +3,10 @@
 // catch-up share (SPEC "Capture rules", "Ingress", invariants 5 and 6).
 export { ConsumeIsolationError, type ConsumedBatch, type ConsumedEvent, type ConsumeOrder, type ConsumeRange, consumeBatch, consumeStatement, FrontierAheadError, newEventsStatement, newEventsWhere } from './consume.ts';
 export { containmentMinimum, contains, formatSnapshot, GENESIS_SNAPSHOT, parseSnapshot, type Snapshot, snapshotContains, visibleIn } from './snapshot.ts';
-export { installIngressMirror, type IngressMirror, type IngressMirrorInstall, ingressMirrorOf } from './ingress.ts';
-export { INGRESS_MAX_LINE_BYTES, type IngressEvent, ingressEventSchema, type MirrorShape, ndjsonLines, parseEventLine, type ParsedLine, type RawLine } from './ingress-events.ts';
-export { INGRESS_RETRY_AFTER_SECONDS, ingest, type IngestOptions, type IngestResult } from './ingress-ingest.ts';
+export { installIngressMirror, type IngressMirror, type IngressMirrorInstall } from './ingress.ts';
+export { type IngressEvent, type MirrorShape, type ParsedLine, type RawLine } from './ingress-events.ts';
+export { ingest, type IngestOptions, type IngestResult } from './ingress-ingest.ts';
 export { type CaptureInstall, type CaptureRemove, installCapture, removeCapture } from './capture.ts';
-export { CaptureRefusedError, chooseKey, type ChosenKey, type KeyCandidate } from './capture-checks.ts';
-export { CAPTURE_EVENTS, type CaptureEvent, triggerName } from './capture-sql.ts';
+export { CaptureRefusedError, type ChosenKey, type KeyCandidate } from './capture-checks.ts';
+export { type CaptureEvent } from './capture-sql.ts';
 export { captureStatus, type CaptureStatus } from './capture-status.ts';

@@ -2,7 +2,8 @@
 // primary key or unique constraint on NOT NULL columns).
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '@genfill/contracts';
-import { CaptureRefusedError, chooseKey, type KeyCandidate } from '../src/index.ts';
+import { chooseKey } from '../src/capture-checks.ts';
+import { CaptureRefusedError, type KeyCandidate } from '../src/index.ts';
 
 const pk = (columns: string[], extra: Partial<KeyCandidate> = {}): KeyCandidate => ({
   constraint_name: 't_pkey',

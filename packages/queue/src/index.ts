@@ -9,7 +9,6 @@ export {
   createServiceRedis,
   isRedisClient,
   type Redis,
-  redisAddress,
   redisAnswers,
   warnIfEvicting,
   withDeadline,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { RedisUnavailableError } from '@genfill/contracts';
-import { asRedisUnavailable, clusterTarget, connectRedis, redisAddress, warnIfEvicting, type Redis } from '../src/index.ts';
+import { asRedisUnavailable, clusterTarget, connectRedis, warnIfEvicting, type Redis } from '../src/index.ts';
+import { redisAddress } from '../src/redis.ts';
 
 function fakeRedis(reply: () => unknown): Redis {
   return { call: async () => reply() } as unknown as Redis;

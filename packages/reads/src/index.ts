@@ -1,4 +1,4 @@
-export { type Cursor, decodeCursor, encodeCursor } from './cursor.ts';
+export { type Cursor, encodeCursor } from './cursor.ts';
 export { DIFF_SAMPLE, type DiffResult, type DiffSampleEntry, diffRelease, parseSample } from './diff.ts';
 export {
   newHolder,

@@ -9,7 +9,7 @@ export {
   type TransformRange,
   upsertCandidateGeneration,
 } from './datasets.ts';
-export { type Conn, createPool, type Db, FLEET_TIMEOUTS, poolAs, withTransaction } from './db.ts';
+export { type Conn, createPool, type Db, poolAs, withTransaction } from './db.ts';
 export { contentHash, rootAgg, rowHashExpr } from './hashing.ts';
 export {
   addGeneration,
@@ -42,7 +42,6 @@ export {
   DEFAULT_READER_LEASE_MS,
   generationGoneReason,
   type ReaderLease,
-  readerLeaseError,
   readerLeases,
   releaseReaderLease,
   takeReaderLease,
@@ -61,7 +60,7 @@ export {
   type Rates,
   releaseProgress,
 } from './progress.ts';
-export { findRelease, getRelease, type ReleaseRow } from './releases.ts';
+export { getRelease, type ReleaseRow } from './releases.ts';
 export {
   latestThrottleDecision,
   oldestPreparedTransaction,
@@ -76,7 +75,6 @@ export {
   releaseList,
   type ReleaseStatus,
   releaseStatus,
-  STATUS_LIMITS,
   type ThrottleDecisionSummary,
 } from './status.ts';
 export { casTransition, commitPartition, type PartitionCommit, setThrottlePause } from './transitions.ts';

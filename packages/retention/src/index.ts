@@ -1,4 +1,4 @@
-export { type CleanupResult, cleanupRound, releasesDueForCleanup } from './cleanup.ts';
+export { type CleanupResult, cleanupRound } from './cleanup.ts';
 export {
   computeHorizon,
   type Horizon,
@@ -7,9 +7,8 @@ export {
   type HorizonPart,
   type HorizonTransaction,
   StandbyError,
-  usableHorizon,
 } from './horizon.ts';
 export { housekeepingMetrics, type HousekeepingOptions, housekeepingRound, type HousekeepingResult } from './housekeeping.ts';
 export { OwnerConnectionError, withOwnerConnection } from './owner.ts';
-export { type LogPartition, logPartitions, PRUNE_DEFAULTS, type PruneOptions, prunablePartitions, pruneLog, type PruneResult } from './prune.ts';
-export { type RetainedGeneration, RETENTION_DEFAULTS, type RetentionOptions, retentionRound, type RetentionRoundResult, retentionStatus } from './retention.ts';
+export { type LogPartition, logPartitions, type PruneOptions, prunablePartitions, pruneLog, type PruneResult } from './prune.ts';
+export { type RetainedGeneration, type RetentionOptions, retentionRound, type RetentionRoundResult, retentionStatus } from './retention.ts';

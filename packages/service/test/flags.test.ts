@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '@genfill/contracts';
-import { flag, helpText, parseFlags } from '../src/index.ts';
+import { helpText, parseFlags } from '../src/flags.ts';
+import { flag } from '../src/index.ts';
 
 const specs = {
   concurrency: flag.count('partitions at once', 1),

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Db } from '@genfill/registry';
-import { Admission, shareBucket, workerSlots } from '../src/index.ts';
+import { shareBucket, workerSlots } from '../src/admission.ts';
+import { Admission } from '../src/index.ts';
 
 /** A registry that answers the two queries admission makes: the latest decision and a partition's estimate. */
 function fakeRegistry(decision: () => Record<string, unknown> | null): Db {

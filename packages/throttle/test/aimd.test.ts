@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { canaryStatements, decide, FAR_OVER, initialKnobs, quantile, StandbyLagEstimator, type Budget, type Reading } from '../src/index.ts';
+import { initialKnobs } from '../src/aimd.ts';
+import { decide, FAR_OVER, quantile, type Budget, type Reading } from '../src/index.ts';
+import { canaryStatements, StandbyLagEstimator } from '../src/signals.ts';
 
 const budget: Budget = { workers: 8, maxRowsPerSecond: 10_000, replicaLagSeconds: 5, foregroundP95Ms: 25 };
 const reading = (name: Reading['name'], value: number | null): Reading => ({ name, value, detail: {} });

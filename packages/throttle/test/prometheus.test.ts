@@ -2,7 +2,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PrometheusSignal } from '../src/index.ts';
+import { PrometheusSignal } from '../src/signals.ts';
 
 let server: Server;
 let base = '';

@@ -2,4 +2,4 @@
 // the wrapper that binds a partition's rows to the CTE `source`.
 export { type ProbeOptions, type ProbeResult, probeTransform } from './probe.ts';
 export { checkTransformStatic } from './static.ts';
-export { stripTrailingSemicolons, wrapTransform } from './wrap.ts';
+export { wrapTransform } from './wrap.ts';

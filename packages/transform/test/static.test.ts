@@ -1,9 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  checkTransformStatic,
-  stripTrailingSemicolons,
-  wrapTransform,
-} from '../src/index.ts';
+import { checkTransformStatic, wrapTransform } from '../src/index.ts';
+import { stripTrailingSemicolons } from '../src/wrap.ts';
 
 async function messages(sql: string): Promise<string[]> {
   const { problems } = await checkTransformStatic(sql);

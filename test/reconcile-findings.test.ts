@@ -6,7 +6,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { NotFoundError } from '@genfill/contracts';
-import { exportFindings, storedFindings } from '@genfill/reconcile';
+import { defaultFindingsDir, exportFindings, storedFindings } from '@genfill/reconcile';
 import { createPool } from '@genfill/registry';
 import { releaseMaker, runGenfill, seedAdopted, WINDOW } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
@@ -149,18 +149,28 @@ describe('findings of a failing reconciliation', () => {
     await expect(exportFindings(db, '999999', join(dir, 'none.ndjson'))).rejects.toThrow(NotFoundError);
     expect(readdirSync(dir)).toEqual([]);
   });
+
+  it('makes the default directory for an export, and leaves none behind when the export fails', async () => {
+    const cwd = workspace();
+    const file = join(defaultFindingsDir(cwd), 'again.ndjson');
+    await expect(exportFindings(db, '999999', file, { createDir: true })).rejects.toThrow(NotFoundError);
+    expect(readdirSync(cwd)).toEqual([]);
+    expect(await exportFindings(db, reconciliation, file, { createDir: true })).toEqual({ path: file, count: lines(out).length });
+    expect(readdirSync(join(cwd, '.genfill', 'findings'))).toEqual(['again.ndjson']);
+  });
 });
 
 describe('the default export of genfill reconcile', () => {
-  it('writes ./reconcile-<release>-<id>.ndjson when there are findings, and names it', async () => {
+  it('writes .genfill/findings/reconcile-<release>-<id>.ndjson when there are findings, and names it', async () => {
     const { id, table } = await fresh();
     await db.query(`UPDATE ${table} SET tax_cents = tax_cents + 1 WHERE order_id BETWEEN 250 AND 289`);
     const cwd = workspace();
     const res = await runGenfill(['reconcile', id], { cwd, env });
     expect(res.code).toBe(4);
     const rec = (await db.query(`SELECT id::text, findings_count::int AS n FROM genfill.reconciliations WHERE release = $1`, [id])).rows[0];
-    const file = join(cwd, `reconcile-${id}-${rec.id}.ndjson`);
-    expect(readdirSync(cwd)).toEqual([`reconcile-${id}-${rec.id}.ndjson`]);
+    const file = join(cwd, '.genfill', 'findings', `reconcile-${id}-${rec.id}.ndjson`);
+    expect(readdirSync(cwd)).toEqual(['.genfill']);
+    expect(readdirSync(join(cwd, '.genfill', 'findings'))).toEqual([`reconcile-${id}-${rec.id}.ndjson`]);
     expect(lines(file)).toHaveLength(rec.n);
     expect(res.stdout).toContain(`→ ${file}`);
     expect(res.stdout).toContain(`… ${rec.n - 20} more in ${file}`);

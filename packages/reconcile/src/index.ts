@@ -1,6 +1,6 @@
 export { approveRelease, type ApproveResult, latestReconciliation } from './approve.ts';
 export { driftCheck, type DriftResult } from './drift.ts';
-export { defaultFindingsPath, exportFindings, FindingsExportError } from './export.ts';
+export { defaultFindingsDir, defaultFindingsPath, exportFindings, FindingsExportError } from './export.ts';
 export { describeFinding, type Finding, type FindingRow, findingLine } from './findings.ts';
 export { reconcile, type ReconcileResult } from './reconcile.ts';
 export {

@@ -38,7 +38,8 @@ export interface ReconcileOptions {
   findingsOut?: string;
   /**
    * Without findingsOut: when there are findings, export them to
-   * reconcile-<release>-<id>.ndjson in this directory. Neither option: no file is written.
+   * reconcile-<release>-<id>.ndjson in this directory, made if missing (and not left behind
+   * when there are none). Neither option: no file is written.
    */
   findingsDir?: string;
   /** Connections sharing the snapshot (the passes run side by side); default 2. */
@@ -103,7 +104,7 @@ export async function reconcile(db: Db, releaseId: string, opts: ReconcileOption
     const s = await timed('load', () => loadSubject(session.primary, releaseId));
     // Opened before any work: a path that cannot be written is refused before a verdict exists.
     if (opts.findingsOut !== undefined) exported = await FindingsExport.open(dirname(resolve(opts.findingsOut)), '--findings-out');
-    else if (opts.findingsDir !== undefined) exported = await FindingsExport.open(resolve(opts.findingsDir), 'findingsDir');
+    else if (opts.findingsDir !== undefined) exported = await FindingsExport.open(resolve(opts.findingsDir), 'findingsDir', { create: true });
     writer = await FindingsWriter.create(opts.firstFindings ?? 20);
     const w = writer;
 

@@ -2,7 +2,7 @@
 // candidate, and approve a proved one as the connected principal.
 import type { Command } from 'commander';
 import { InvalidInputError, ReconciliationRequiredError } from '@genfill/contracts';
-import { approveRelease, type IncrementalResult, reconcileIncremental, defaultFindingsPath, driftCheck, describeFinding, exportFindings, latestReconciliation, reconcile, type ApproveResult, type ReconcileResult } from '@genfill/reconcile';
+import { approveRelease, type IncrementalResult, reconcileIncremental, defaultFindingsDir, defaultFindingsPath, driftCheck, describeFinding, exportFindings, latestReconciliation, reconcile, type ApproveResult, type ReconcileResult } from '@genfill/reconcile';
 import type { Context } from '../context.ts';
 import { json } from '../io.ts';
 import { viaService } from '../requests.ts';
@@ -89,7 +89,7 @@ export function register(program: Command, run: Run): void {
     .option('--json', 'print the result as JSON')
     .option(
       '--findings-out <file>',
-      'export the stored findings to this NDJSON file, even when there are none (default: ./reconcile-<release>-<id>.ndjson when there are findings)',
+      'export the stored findings to this NDJSON file, even when there are none (default: .genfill/findings/reconcile-<release>-<id>.ndjson under the working directory, when there are findings)',
     )
     .action((release: string | undefined, opts: { json?: boolean; findingsOut?: string; dataset?: string; incremental?: boolean }) =>
       run(async (ctx) => {
@@ -127,12 +127,13 @@ export function register(program: Command, run: Run): void {
           return;
         }
         if (!release) throw new InvalidInputError([{ path: 'release', message: 'name a release (or --dataset <name> for a drift check)' }]);
-        const target = opts.findingsOut !== undefined ? { findingsOut: opts.findingsOut } : { findingsDir: process.cwd() };
+        const findingsDir = defaultFindingsDir(process.cwd());
+        const target = opts.findingsOut !== undefined ? { findingsOut: opts.findingsOut } : { findingsDir };
         const result = await viaService(ctx, { kind: 'reconcile', release }, (db) => reconcile(db, release, target));
         // Run by the reconciler service, the findings are in the registry only: export them here.
         if (result.findings.path === null && (opts.findingsOut !== undefined || result.findings.count > 0)) {
-          const file = opts.findingsOut ?? defaultFindingsPath(process.cwd(), release, result.id);
-          result.findings.path = (await exportFindings(await ctx.db(), result.id, file)).path;
+          const file = opts.findingsOut ?? defaultFindingsPath(findingsDir, release, result.id);
+          result.findings.path = (await exportFindings(await ctx.db(), result.id, file, { createDir: opts.findingsOut === undefined })).path;
         }
         if (opts.json) json(ctx.io, result);
         else ctx.io.out(describeReconciliation(result));

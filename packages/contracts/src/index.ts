@@ -10,9 +10,12 @@ export {
   type IngressConflict,
   IngressConflictError,
   InvalidInputError,
+  LockNotAvailableError,
   NotFoundError,
   PartitionFailedError,
+  PermissionDeniedError,
   type Problem,
+  ProjectorBehindError,
   RangeOverlapError,
   ReconciliationRequiredError,
   RedisUnavailableError,
@@ -21,6 +24,8 @@ export {
   ReleaseConflictError,
   SchemaVersionError,
   StaleLeaseError,
+  type SwitchKind,
+  SwitchRefusedError,
   UnknownDatasetError,
 } from './errors.ts';
 export {
@@ -35,6 +40,18 @@ export {
   isCarryMin,
   plannedGrid,
 } from './grid.ts';
+export {
+  DEFAULT_RETRY_AFTER_SECONDS,
+  errorFromPg,
+  isPgError,
+  type MappedSqlstate,
+  PG_ERRORS,
+  type PgError,
+  type PgErrorContext,
+  pgErrorCode,
+  SQLSTATE,
+  type Sqlstate,
+} from './pg-errors.ts';
 export { type LoadedRelease, loadRelease, releaseSchema, type ReleaseSpec, sha256 } from './release.ts';
 export { type Query, quoteIdent, quoteQualified } from './sql.ts';
 export { canTransition, OPEN_STATES, RELEASE_STATES, type ReleaseState, TRANSITIONS } from './states.ts';

@@ -4,9 +4,9 @@
 // claim is a lease: a RUNNING request whose executor died is taken again (every kind is safe
 // to run twice), and every later write of the request is fenced on `claimed_by`.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { GenfillError, InvalidInputError, type ExitCode, type Problem } from '@genfill/contracts';
+import { errorFromPg, GenfillError, InvalidInputError, type ExitCode, type Problem } from '@genfill/contracts';
 import { poolAs, type Conn, type Db } from './db.ts';
-import { verbError } from './verbs.ts';
+
 
 export type RequestKind = 'plan' | 'reconcile' | 'repair' | 'seal' | 'unseal' | 'catchup' | 'cutover' | 'rollback';
 export type RequestState = 'PENDING' | 'RUNNING' | 'DONE' | 'FAILED';
@@ -51,7 +51,7 @@ export async function submitRequest(conn: Conn | Db, q: { kind: RequestKind; rel
     const { rows } = await conn.query<{ id: string }>('SELECT genfill.request($1, $2, $3)::text AS id', [q.kind, q.release, JSON.stringify(q.args ?? {})]);
     return rows[0]!.id;
   } catch (err) {
-    throw verbError(err);
+    throw errorFromPg(err);
   }
 }
 

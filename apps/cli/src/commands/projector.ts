@@ -2,9 +2,8 @@
 // <release>` (requests the projector service executes) and `genfill quarantine <dataset>` (an
 // operator verb).
 import { InvalidArgumentError, type Command } from 'commander';
-import { InvalidInputError, RefusedError } from '@genfill/contracts';
+import { errorFromPg, InvalidInputError, RefusedError } from '@genfill/contracts';
 import { projector } from '@genfill/projector-service';
-import { verbError } from '@genfill/registry';
 import type { Context } from '../context.ts';
 import { json } from '../io.ts';
 import { viaService } from '../requests.ts';
@@ -183,7 +182,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         try {
           row = (await db.query<{ id: string; up_to_revision: string }>('SELECT id::text, up_to_revision::text FROM genfill.quarantine_key($1, $2, $3)', [dataset, JSON.stringify(key), opts.reason])).rows[0]!;
         } catch (err) {
-          throw verbError(err);
+          throw errorFromPg(err, { dataset });
         }
         const r = { dataset, key, quarantine: row.id, upToRevision: row.up_to_revision };
         if (opts.json) return json(ctx.io, r);

@@ -217,14 +217,16 @@ export class SwitchRefusedError extends RefusedError {
 }
 
 /**
- * A request a service executed (plan, reconcile, repair) failed there: the same message and
- * exit code as if it had failed here.
+ * A request a service runs could not be answered as its own error: the CLI stopped waiting for
+ * it, or it failed with an error class this process does not know (`errorName`, the class the
+ * service raised). A failure of a known class is rebuilt as that class (stored-errors.ts).
  */
 export class RequestFailedError extends GenfillError {
   constructor(
     message: string,
     readonly exitCode: ExitCode,
     readonly request: string,
+    readonly errorName: string | null = null,
   ) {
     super(message);
   }

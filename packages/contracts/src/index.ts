@@ -54,5 +54,6 @@ export {
 } from './pg-errors.ts';
 export { type LoadedRelease, loadRelease, releaseSchema, type ReleaseSpec, sha256 } from './release.ts';
 export { type Query, quoteIdent, quoteQualified } from './sql.ts';
+export { ERROR_CLASSES, type ErrorClassName, fromStoredError, type StoredError, toStoredError } from './stored-errors.ts';
 export { canTransition, OPEN_STATES, RELEASE_STATES, type ReleaseState, TRANSITIONS } from './states.ts';
 export { ambiguousZoneProblem, wallClockBounds, type WallClockBounds } from './zone.ts';

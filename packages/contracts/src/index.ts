@@ -53,6 +53,18 @@ export {
   type Sqlstate,
 } from './pg-errors.ts';
 export { type LoadedRelease, loadRelease, releaseSchema, type ReleaseSpec, sha256 } from './release.ts';
+export {
+  isRequestKind,
+  type KindsOf,
+  parseRequestArgs,
+  type RequestArgs,
+  type RequestKind,
+  REQUEST_KIND_NAMES,
+  REQUEST_KINDS,
+  REQUEST_SERVICES,
+  type RequestService,
+  serviceOf,
+} from './requests.ts';
 export { type Query, quoteIdent, quoteQualified } from './sql.ts';
 export { ERROR_CLASSES, type ErrorClassName, fromStoredError, type StoredError, toStoredError } from './stored-errors.ts';
 export { canTransition, OPEN_STATES, RELEASE_STATES, type ReleaseState, TRANSITIONS } from './states.ts';

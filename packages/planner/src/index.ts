@@ -10,6 +10,6 @@ export {
   type Rates,
   releaseProgress,
 } from './progress.ts';
-export { plannerRequestHandlers, type RoundResult, runPlannerService, stopOnSignals } from './service.ts';
+export { type PlannerWiredHandlers, plannerRequestHandlers, type RoundResult, runPlannerService, stopOnSignals } from './service.ts';
 export { submitRelease, validateRelease } from './submit.ts';
 export { DISPATCH_WINDOW, enqueueUnfinished, topUpWindow } from './enqueue.ts';

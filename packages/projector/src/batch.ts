@@ -17,7 +17,7 @@ import { formatSnapshot, newEventsStatement, parseSnapshot } from '@genfill/capt
 import { isPgError, type PgError, pgErrorCode, SQLSTATE } from '@genfill/contracts';
 import type { Db } from '@genfill/registry';
 import { loadDataset, type ProjectedDataset } from './dataset.ts';
-import { applyStatement, countsOf, CREATE_EVENTS_TABLE, dependencyChangedStatement, EVENTS_TABLE, stageStatement, type ApplyCounts, type ApplyRow } from './statement.ts';
+import { applyStatement, applyStep, dependencyChangedStatement, EVENTS_TABLE, type Applied, type ApplyCounts, type ApplyRow } from './statement.ts';
 
 export interface Lease {
   holder: string;
@@ -153,16 +153,18 @@ export async function runBatch(db: Db, dataset: string, o: BatchOptions): Promis
     const cap = await capSnapshot(conn, ds, h.f, h.s, o.maxEvents);
     const range = { from: h.f, to: cap ?? h.s };
 
-    await conn.query(CREATE_EVENTS_TABLE);
-    const stage = stageStatement(ds, range);
-    await conn.query(stage.text, stage.values);
-    const q = applyStatement(ds);
-    let row: ApplyRow;
-    await conn.query('SAVEPOINT gf_apply');
+    let applied: Applied;
+    let saved = false;
     try {
-      row = (await conn.query<ApplyRow>(q.text, q.values)).rows[0]!;
+      applied = await applyStep(conn, ds, range, {
+        staged: async () => {
+          await conn.query('SAVEPOINT gf_apply');
+          saved = true;
+        },
+      });
     } catch (err) {
-      if (!isPgError(err)) throw err;
+      // Staging failed: no savepoint to search for a poison event from.
+      if (!saved || !isPgError(err)) throw err;
       if (err.code === SQLSTATE.queryCanceled) return { kind: 'timeout', dataset, maxEvents: o.maxEvents };
       if (!isPoisonError(err)) throw err;
       await conn.query('ROLLBACK TO SAVEPOINT gf_apply');
@@ -170,11 +172,10 @@ export async function runBatch(db: Db, dataset: string, o: BatchOptions): Promis
       if (!p) throw err;
       return { kind: 'poison', dataset, generation: ds.generation, ...p };
     }
-    if (row.fanout || row.stray) {
+    if (applied.poison) {
       await conn.query('ROLLBACK TO SAVEPOINT gf_apply');
-      const first = row.fanout ? 'fan-out' : 'changed key';
-      const p = await findPoison(conn, ds, first);
-      if (!p) return { kind: 'fenced', dataset, reason: `the batch's ${first} was not reproduced alone` };
+      const p = await findPoison(conn, ds, applied.poison.what);
+      if (!p) return { kind: 'fenced', dataset, reason: `the batch's ${applied.poison.what} was not reproduced alone` };
       return { kind: 'poison', dataset, generation: ds.generation, ...p };
     }
 
@@ -218,7 +219,7 @@ export async function runBatch(db: Db, dataset: string, o: BatchOptions): Promis
       from: range.from,
       to: range.to,
       capped: cap !== null,
-      counts: countsOf(row),
+      counts: applied.counts,
       dependenciesChanged: changed,
       staleReleases,
       ms: performance.now() - started,

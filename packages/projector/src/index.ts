@@ -3,4 +3,4 @@ export { entryFilter, loadDataset, type MapEntry, projectableDatasets, type Proj
 export { LAG_COUNT_LIMIT, projectorStatus, type ProjectorStatus } from './lag.ts';
 export { projectorMetrics, type ProjectorMetrics } from './metrics.ts';
 export { PROJECTOR_DEFAULTS, projectDataset, type ProjectorExtension, type ProjectorOptions, runProjectorService, type ProjectorServiceOptions } from './service.ts';
-export { applyStatement, type ApplyCounts, type ApplyRow, countsOf, CREATE_EVENTS_TABLE, EVENTS_TABLE, stageStatement } from './statement.ts';
+export { type Applied, applyStatement, applyStep, type ApplyCounts, EVENTS_TABLE, type Poison } from './statement.ts';

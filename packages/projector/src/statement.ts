@@ -12,6 +12,7 @@
 //     the key) or an output key twice (fan-out). Either writes nothing: every write is guarded
 //     by the check, and the statement returns what it found for the caller to stop on.
 import { quoteIdent, type Query } from '@genfill/contracts';
+import type { Conn } from '@genfill/registry';
 import { consumeStatement } from '@genfill/capture';
 import { qualifiedGenerationTable } from '@genfill/registry';
 import { entryFilter, type ProjectedDataset } from './dataset.ts';
@@ -165,4 +166,33 @@ export interface ApplyRow {
 export function countsOf(r: ApplyRow): ApplyCounts {
   const considered = r.events - r.quarantined;
   return { ...r, noops: Math.max(0, considered - r.upserted - r.flagged - r.remembered) };
+}
+
+/** What the transform did wrong with one of the staged events: the apply wrote nothing. */
+export interface Poison {
+  what: 'fan-out' | 'changed key';
+  key: Record<string, unknown>;
+}
+
+export type Applied = { counts: ApplyCounts; poison: null } | { counts: null; poison: Poison };
+
+/**
+ * The one apply step of every writer of a generation from the log — a projector batch, a
+ * catch-up round, the cutover's and the rollback's switch and a rollback's replay: stage the
+ * latest event per key in (from, to] (stageStatement), let the caller look at the staged events
+ * (`staged`: a catch-up reads the rows they move, a batch takes a savepoint for its poison
+ * search), apply them (applyStatement) and check the transform's output. A fan-out or a changed
+ * key writes nothing and comes back as `poison` for the caller to refuse or search; an error of
+ * the statement is thrown as it is.
+ */
+export async function applyStep(conn: Conn, ds: ProjectedDataset, range: { from: string; to: string }, o: { staged?: () => Promise<void> } = {}): Promise<Applied> {
+  await conn.query(CREATE_EVENTS_TABLE);
+  const stage = stageStatement(ds, range);
+  await conn.query(stage.text, stage.values);
+  await o.staged?.();
+  const q = applyStatement(ds);
+  const row = (await conn.query<ApplyRow>(q.text, q.values)).rows[0]!;
+  if (row.fanout) return { counts: null, poison: { what: 'fan-out', key: row.fanout[0]! } };
+  if (row.stray) return { counts: null, poison: { what: 'changed key', key: row.stray[0]! } };
+  return { counts: countsOf(row), poison: null };
 }

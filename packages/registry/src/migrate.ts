@@ -1,6 +1,9 @@
 // Numbered, add-only migrations applied in one transaction under an advisory lock; the ledger
 // row goes in first so a second runner that somehow got past the lock clashes on the key
 // (graphile-worker's migrate.ts does the same). A database newer than this code is refused.
+// Then, in the same transaction, every SQL function file (sql/functions/*.sql: one current
+// definition per function, idempotent) is applied and its sha256 recorded; the other commands
+// refuse a database whose recorded files are not this code's (sql/README.md).
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -8,6 +11,7 @@ import { SchemaVersionError } from '@genfill/contracts';
 import { withTransaction, type Conn, type Db } from './db.ts';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../migrations/', import.meta.url));
+const FUNCTIONS_DIR = fileURLToPath(new URL('../sql/functions/', import.meta.url));
 // Any fixed 64-bit key works; this one is 'genfill' in ASCII.
 const MIGRATE_LOCK = '29103447440190572';
 
@@ -32,6 +36,28 @@ export function knownMigrations(): Migration[] {
 
 export const LATEST_VERSION = knownMigrations().length;
 
+export interface FunctionFile {
+  /** The file's name, e.g. `request.sql`. */
+  name: string;
+  sql: string;
+  sha256: string;
+}
+
+let functionFiles: FunctionFile[] | undefined;
+
+/** The function files of this code, in the order migrate applies them (byte order of their names). */
+export function knownFunctionFiles(): FunctionFile[] {
+  functionFiles ??= readdirSync(FUNCTIONS_DIR)
+    .filter((f) => f.endsWith('.sql'))
+    .sort()
+    .map((f) => {
+      if (!/^[a-z0-9_]+\.sql$/.test(f)) throw new Error(`function file ${f}: a name is lower-case letters, digits and _ (the function's or its area's)`);
+      const sql = readFileSync(FUNCTIONS_DIR + f, 'utf8');
+      return { name: f, sql, sha256: createHash('sha256').update(sql).digest('hex') };
+    });
+  return functionFiles;
+}
+
 interface Applied {
   version: number;
   name: string;
@@ -55,8 +81,72 @@ function refuseNewer(applied: Applied[]): void {
 }
 
 export interface MigrateResult {
+  /** Numbered migrations applied by this run. */
   applied: string[];
   version: number;
+  /** Function files whose content this run applied for the first time. */
+  functions: string[];
+}
+
+interface RecordedFile {
+  name: string;
+  sha256: string;
+}
+
+async function recordedFunctionFiles(conn: Conn): Promise<RecordedFile[] | null> {
+  const exists = await conn.query(`SELECT to_regclass('genfill.function_files') IS NOT NULL AS ok`);
+  if (!exists.rows[0].ok) return null;
+  const { rows } = await conn.query<RecordedFile>('SELECT name, sha256 FROM genfill.function_files ORDER BY name');
+  return rows;
+}
+
+/**
+ * The function files, in order, then the record of what was applied. Each file re-creates its
+ * functions (CREATE OR REPLACE) with their grants, triggers and comments. A run applies every
+ * file when it applied a numbered migration (which may have dropped and re-created what a
+ * file's trigger hangs on), and otherwise only the files whose content the database has not
+ * recorded: a migrate that changes nothing takes no lock on a registry table and re-creates no
+ * event trigger. Function bodies are not checked at CREATE time (check_function_bodies, as
+ * pg_dump does): a LANGUAGE sql body may then use a function of a file that sorts after its own.
+ */
+async function applyFunctionFiles(conn: Conn, all: boolean): Promise<string[]> {
+  const files = knownFunctionFiles();
+  const recorded = new Map(((await recordedFunctionFiles(conn)) ?? []).map((f) => [f.name, f.sha256]));
+  const due = all ? files : files.filter((f) => recorded.get(f.name) !== f.sha256);
+  await conn.query('SET LOCAL check_function_bodies = off');
+  for (const f of due) {
+    try {
+      await conn.query(f.sql);
+    } catch (err) {
+      throw new Error(`function file ${f.name} failed, nothing was applied: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  const { rows } = await conn.query<{ name: string }>(
+    `WITH code AS (SELECT * FROM unnest($1::text[], $2::text[]) AS c(name, sha256)),
+          gone AS (DELETE FROM genfill.function_files f WHERE NOT EXISTS (SELECT 1 FROM code WHERE code.name = f.name))
+     INSERT INTO genfill.function_files AS f (name, sha256) SELECT name, sha256 FROM code
+     ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, applied_at = now(), applied_by = session_user
+      WHERE f.sha256 <> EXCLUDED.sha256
+     RETURNING f.name`,
+    [files.map((f) => f.name), files.map((f) => f.sha256)],
+  );
+  return rows.map((r) => r.name).sort();
+}
+
+/** How the recorded function files differ from this code's, or null when they are the same. */
+function functionFileDrift(recorded: RecordedFile[]): string | null {
+  const code = new Map(knownFunctionFiles().map((f) => [f.name, f.sha256]));
+  const db = new Map(recorded.map((f) => [f.name, f.sha256]));
+  const changed = [...code].filter(([n, sha]) => db.has(n) && db.get(n) !== sha).map(([n]) => n);
+  const missing = [...code.keys()].filter((n) => !db.has(n));
+  const unknown = [...db.keys()].filter((n) => !code.has(n));
+  const list = (names: string[]) => names.slice(0, 5).join(', ') + (names.length > 5 ? ` and ${names.length - 5} more` : '');
+  const parts = [
+    changed.length > 0 ? `differ: ${list(changed)}` : '',
+    missing.length > 0 ? `never applied: ${list(missing)}` : '',
+    unknown.length > 0 ? `unknown to this genfill: ${list(unknown)}` : '',
+  ].filter(Boolean);
+  return parts.length > 0 ? parts.join('; ') : null;
 }
 
 export async function migrate(db: Db): Promise<MigrateResult> {
@@ -92,7 +182,8 @@ export async function migrate(db: Db): Promise<MigrateResult> {
       }
       done.push(m.name);
     }
-    return { applied: done, version: known.length };
+    const functions = await applyFunctionFiles(conn, done.length > 0);
+    return { applied: done, version: known.length, functions };
   });
 }
 
@@ -108,6 +199,12 @@ export async function assertSchemaCurrent(db: Db): Promise<void> {
     if (applied.length < LATEST_VERSION) {
       throw new SchemaVersionError(
         `the database schema is at version ${applied.length}, this genfill needs ${LATEST_VERSION}: run \`genfill migrate\``,
+      );
+    }
+    const drift = functionFileDrift((await recordedFunctionFiles(conn)) ?? []);
+    if (drift !== null) {
+      throw new SchemaVersionError(
+        `the registry's SQL functions are not this genfill's (${drift}): run \`genfill migrate\``,
       );
     }
   } finally {

@@ -19,7 +19,7 @@
 import { containmentMinimum, formatSnapshot, parseSnapshot } from '@genfill/capture';
 import { quoteIdent, RefusedError } from '@genfill/contracts';
 import { casTransition, qualifiedGenerationTable, RELEASE_ACTIONS, rootAgg, rowHashExpr, withTransaction, type Conn, type Db } from '@genfill/registry';
-import { loadDataset, applyStatement, countsOf, CREATE_EVENTS_TABLE, EVENTS_TABLE, stageStatement, type ApplyRow } from '@genfill/projector';
+import { applyStep, type Applied, EVENTS_TABLE, loadDataset } from '@genfill/projector';
 
 /**
  * The times (as instants, text) of the candidate's rows whose keys are staged: a zone-less
@@ -161,31 +161,37 @@ async function oneRound(db: Db, release: string): Promise<CatchupRound> {
       const to = ok[0]!.c ? head.s : cf;
 
       const ds = await loadDataset(conn, r.dataset, { generation: r.generation });
-      await conn.query(CREATE_EVENTS_TABLE);
-      const stage = stageStatement(ds, { from: cf, to });
-      await conn.query(stage.text, stage.values);
       // The partitions this round changes rows in: where the staged keys' rows are before the
       // apply, and where they are after it (a moved row touches both).
       const times = timesOfStaged(ds.name, r.generation, ds.key, ds.time, ds.timeType, r.timezone);
-      const before = (await conn.query<{ t: string[] }>(times)).rows[0]!.t;
-      // The root covers every (key, revision) the round consumed, held ones included: recomputable from the log.
-      const { rows: rootRow } = await conn.query<{ root: string }>(
-        `SELECT ${rootAgg(rowHashExpr(['key', 'revision'], 'e'))}::text AS root FROM ${EVENTS_TABLE} AS e`,
-      );
-      const held = (await conn.query(heldByWatermarks(ds.name, r.generation, ds.key, ds.time, ds.timeType, r.timezone), [release])).rowCount ?? 0;
-      const q = applyStatement(ds);
-      let row: ApplyRow;
+      let before: string[] = [];
+      let root = '';
+      let held = 0;
+      let staged = false;
+      let step: Applied;
       try {
-        row = (await conn.query<ApplyRow>(q.text, q.values)).rows[0]!;
+        step = await applyStep(conn, ds, { from: cf, to }, {
+          staged: async () => {
+            staged = true;
+            before = (await conn.query<{ t: string[] }>(times)).rows[0]!.t;
+            // The root covers every (key, revision) the round consumed, held ones included: recomputable from the log.
+            const { rows: rootRow } = await conn.query<{ root: string }>(
+              `SELECT ${rootAgg(rowHashExpr(['key', 'revision'], 'e'))}::text AS root FROM ${EVENTS_TABLE} AS e`,
+            );
+            root = rootRow[0]!.root;
+            held = (await conn.query(heldByWatermarks(ds.name, r.generation, ds.key, ds.time, ds.timeType, r.timezone), [release])).rowCount ?? 0;
+          },
+        });
       } catch (err) {
+        if (!staged) throw err;
         throw new RefusedError(`catch-up of ${release} failed applying (${cf}, ${to}]: ${(err as Error).message}; nothing was applied`, { cause: err });
       }
-      if (row.fanout || row.stray) {
+      if (step.poison) {
         throw new RefusedError(
-          `catch-up of ${release}: the transform ${row.fanout ? `produced key ${JSON.stringify(row.fanout[0])} more than once` : `changed key ${JSON.stringify(row.stray![0])}`}; nothing was applied`,
+          `catch-up of ${release}: the transform ${step.poison.what === 'fan-out' ? `produced key ${JSON.stringify(step.poison.key)} more than once` : `changed key ${JSON.stringify(step.poison.key)}`}; nothing was applied`,
         );
       }
-      const applied = countsOf(row);
+      const applied = step.counts;
       const counts = { ...applied, events: applied.events + held, noops: applied.noops + held };
       const after = (await conn.query<{ t: string[] }>(times)).rows[0]!.t;
       const changed = counts.upserted + counts.flagged + counts.remembered > 0;
@@ -201,7 +207,7 @@ async function oneRound(db: Db, release: string): Promise<CatchupRound> {
       const { rows: ins } = await conn.query<{ id: string }>(
         `INSERT INTO genfill.catchup_rounds (release, generation, from_snapshot, to_snapshot, to_barrier, events, upserted, tombstones, noops, quarantined, root, ms)
          VALUES ($1, $2, $3::pg_snapshot, $4::pg_snapshot, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id::text`,
-        [release, r.generation, cf, to, toBarrier, counts.events, counts.upserted, counts.flagged + counts.remembered, counts.noops, counts.quarantined, rootRow[0]!.root, ms],
+        [release, r.generation, cf, to, toBarrier, counts.events, counts.upserted, counts.flagged + counts.remembered, counts.noops, counts.quarantined, root, ms],
       );
       if (parts[0]!.p.length > 0) {
         await conn.query(
@@ -218,7 +224,7 @@ async function oneRound(db: Db, release: string): Promise<CatchupRound> {
           from: 'INGRESS_SEALED',
           to: 'CAUGHT_UP',
           action: RELEASE_ACTIONS.caughtUp,
-          detail: { round: ins[0]!.id, barrier: to, root: rootRow[0]!.root },
+          detail: { round: ins[0]!.id, barrier: to, root },
         });
         caughtUp = true;
       }
@@ -234,7 +240,7 @@ async function oneRound(db: Db, release: string): Promise<CatchupRound> {
         tombstones: counts.flagged + counts.remembered,
         noops: counts.noops,
         quarantined: counts.quarantined,
-        root: rootRow[0]!.root,
+        root,
         ms,
         caughtUp,
       };

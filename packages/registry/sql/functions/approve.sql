@@ -1,0 +1,66 @@
+-- `genfill approve <release> --reconciliation <id>`: an approval is bound to what was reviewed.
+-- It refuses an id that is not the release's latest reconciliation, a latest that did not
+-- pass, and the submitter. The approvals that count are those along the chain of passing
+-- reconciliations (genfill.approval_chain). The release row is locked first, so two approvers
+-- racing count each other exactly once. Refusals raise GFR01 (not found: GFN01).
+CREATE OR REPLACE FUNCTION genfill.approve(p_release text, p_reconciliation bigint)
+RETURNS TABLE (outcome text, reconciliation_id bigint, approvals integer, required integer, state text, principal text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  rel record;
+  latest record;
+  me text := genfill.current_principal();
+  n integer;
+  v_chain bigint[];
+BEGIN
+  SELECT r.id, r.state, r.submitted_by, r.approvals_required INTO rel
+    FROM genfill.releases r WHERE r.id = p_release FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'release % does not exist', p_release USING ERRCODE = 'GFN01';
+  END IF;
+  IF rel.submitted_by = me THEN
+    RAISE EXCEPTION 'release % was submitted by %: the submitter cannot approve it; another principal must', p_release, me
+      USING ERRCODE = 'GFR01';
+  END IF;
+  SELECT c.id, c.state INTO latest FROM genfill.reconciliations c WHERE c.release = p_release ORDER BY c.id DESC LIMIT 1;
+  SELECT x.chain INTO v_chain FROM genfill.approval_chain(p_release) x;
+  IF latest.id IS NOT NULL AND p_reconciliation = latest.id
+     AND EXISTS (SELECT 1 FROM genfill.approvals a
+                  WHERE a.release = p_release AND a.reconciliation_id = ANY (v_chain) AND a.principal = me) THEN
+    SELECT x.approvals INTO n FROM genfill.approval_chain(p_release) x;
+    RETURN QUERY SELECT 'already-approved'::text, latest.id, n, rel.approvals_required, rel.state::text, me;
+    RETURN;
+  END IF;
+  IF rel.state <> 'RECONCILED' THEN
+    RAISE EXCEPTION 'release % is %, not RECONCILED: only a reconciled release can be approved (genfill reconcile %)', p_release, rel.state, p_release
+      USING ERRCODE = 'GFR01';
+  END IF;
+  IF latest.id IS NULL THEN
+    RAISE EXCEPTION 'release % has no reconciliation: run genfill reconcile % first', p_release, p_release USING ERRCODE = 'GFR01';
+  END IF;
+  IF p_reconciliation IS NULL OR p_reconciliation <> latest.id THEN
+    RAISE EXCEPTION 'reconciliation % is not the latest of release % (#% is): review #% and approve that one',
+      coalesce('#' || p_reconciliation::text, '(none named)'), p_release, latest.id, latest.id
+      USING ERRCODE = 'GFR01';
+  END IF;
+  IF latest.state <> 'RECONCILED' THEN
+    RAISE EXCEPTION 'reconciliation #% of release % did not pass (%): repair and reconcile again', latest.id, p_release, latest.state
+      USING ERRCODE = 'GFR01';
+  END IF;
+
+  INSERT INTO genfill.approvals (release, reconciliation_id) VALUES (p_release, latest.id);
+  SELECT x.approvals INTO n FROM genfill.approval_chain(p_release) x;
+  IF n >= rel.approvals_required THEN
+    UPDATE genfill.releases r SET state = 'APPROVED', state_changed_at = now() WHERE r.id = p_release AND r.state = 'RECONCILED';
+    INSERT INTO genfill.release_log (release, action, from_state, to_state, detail)
+    VALUES (p_release, 'approve', 'RECONCILED', 'APPROVED', jsonb_build_object('reconciliation', latest.id, 'approvals', n, 'required', rel.approvals_required));
+    RETURN QUERY SELECT 'approved'::text, latest.id, n, rel.approvals_required, 'APPROVED'::text, me;
+  ELSE
+    INSERT INTO genfill.release_log (release, action, detail)
+    VALUES (p_release, 'approve', jsonb_build_object('reconciliation', latest.id, 'approvals', n, 'required', rel.approvals_required));
+    RETURN QUERY SELECT 'recorded'::text, latest.id, n, rel.approvals_required, rel.state::text, me;
+  END IF;
+END $$;
+ALTER FUNCTION genfill.approve(text, bigint) OWNER TO genfill_owner;
+REVOKE ALL ON FUNCTION genfill.approve(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION genfill.approve(text, bigint) TO genfill_approver;

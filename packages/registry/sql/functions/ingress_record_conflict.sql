@@ -1,0 +1,44 @@
+-- The second transaction of a refused file: record each conflict and move the open releases
+-- built from the mirror (of every dataset whose source it is: the conflict is in the source)
+-- to RECONCILIATION_REQUIRED — every release whose state the transition table lets move there.
+CREATE OR REPLACE FUNCTION genfill.ingress_record_conflict(p_dataset text, p_conflicts jsonb)
+RETURNS TABLE (conflict_ids bigint[], releases text[])
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  m record;
+  rel record;
+  moved text[] := '{}';
+  ids bigint[];
+BEGIN
+  SELECT * INTO m FROM genfill.ingress_mirror_of(p_dataset);
+  IF p_conflicts IS NULL OR jsonb_typeof(p_conflicts) <> 'array' OR jsonb_array_length(p_conflicts) = 0
+     OR EXISTS (SELECT 1 FROM jsonb_array_elements(p_conflicts) c
+                 WHERE jsonb_typeof(c->'key') IS DISTINCT FROM 'object' OR jsonb_typeof(c->'revision') IS DISTINCT FROM 'number'
+                    OR jsonb_typeof(c->'incoming') IS DISTINCT FROM 'array') THEN
+    RAISE EXCEPTION 'conflicts must be a non-empty array of {key, revision, incoming, stored}' USING ERRCODE = 'GFR01';
+  END IF;
+  FOR rel IN SELECT r.id, r.state FROM genfill.releases r JOIN genfill.datasets d ON d.name = r.dataset
+              WHERE to_regclass(d.source_table) = m.relid
+                AND EXISTS (SELECT 1 FROM genfill.release_transitions t WHERE t.from_state = r.state AND t.to_state = 'RECONCILIATION_REQUIRED')
+              ORDER BY r.id FOR UPDATE OF r LOOP
+    UPDATE genfill.releases r SET state = 'RECONCILIATION_REQUIRED', state_changed_at = now() WHERE r.id = rel.id AND r.state = rel.state;
+    INSERT INTO genfill.release_log (release, action, from_state, to_state, reason, detail)
+    VALUES (rel.id, 'ingress-conflict', rel.state, 'RECONCILIATION_REQUIRED',
+            format('ingest into %s: equal revision with another payload', p_dataset),
+            jsonb_build_object('dataset', p_dataset, 'sourceTable', m.source_table,
+                               'keys', (SELECT jsonb_agg(jsonb_build_object('key', c->'key', 'revision', c->'revision')) FROM jsonb_array_elements(p_conflicts) c)));
+    moved := moved || rel.id;
+  END LOOP;
+  WITH ins AS (
+    INSERT INTO genfill.ingress_conflicts (dataset, source_table, key, revision, incoming, stored, releases)
+    SELECT p_dataset, m.source_table, c->'key', (c->>'revision')::bigint, c->'incoming', nullif(c->'stored', 'null'), moved
+      FROM jsonb_array_elements(p_conflicts) c
+    RETURNING id)
+  SELECT array_agg(id ORDER BY id) INTO ids FROM ins;
+  INSERT INTO genfill.dataset_log (dataset, action, detail)
+  VALUES (p_dataset, 'ingest-conflict', jsonb_build_object('conflicts', to_jsonb(ids), 'releases', to_jsonb(moved)));
+  RETURN QUERY SELECT ids, moved;
+END $$;
+ALTER FUNCTION genfill.ingress_record_conflict(text, jsonb) OWNER TO genfill_owner;
+REVOKE ALL ON FUNCTION genfill.ingress_record_conflict(text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION genfill.ingress_record_conflict(text, jsonb) TO genfill_operator, genfill_service, genfill_api;

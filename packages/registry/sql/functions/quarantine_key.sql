@@ -1,0 +1,38 @@
+-- The operator's way past a poison event: record the key (up to its latest logged revision),
+-- clear the stop. The projector skips those events and says so in every status.
+CREATE OR REPLACE FUNCTION genfill.quarantine_key(p_dataset text, p_key jsonb, p_reason text)
+RETURNS TABLE (id bigint, up_to_revision bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  ds record;
+  stop record;
+  v_top bigint;
+  v_id bigint;
+BEGIN
+  SELECT d.name, d.source_table INTO ds FROM genfill.datasets d WHERE d.name = p_dataset;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'dataset % does not exist', p_dataset USING ERRCODE = 'GFN01';
+  END IF;
+  IF p_reason IS NULL OR length(trim(p_reason)) = 0 THEN
+    RAISE EXCEPTION 'quarantining a key needs a reason (--reason): it is recorded and read by the reconciler' USING ERRCODE = 'GFR01';
+  END IF;
+  IF jsonb_typeof(p_key) IS DISTINCT FROM 'object' THEN
+    RAISE EXCEPTION 'the key must be a JSON object of the key columns, e.g. {"order_id": 7}' USING ERRCODE = 'GFR01';
+  END IF;
+  SELECT max(l.revision) INTO v_top FROM genfill.change_log l
+   WHERE l.source_table = (SELECT c.source_table FROM genfill.captures c WHERE c.relid = to_regclass(ds.source_table)) AND l.key = p_key;
+  IF v_top IS NULL THEN
+    RAISE EXCEPTION 'the change log holds no event of % for key %: nothing to quarantine', ds.source_table, p_key USING ERRCODE = 'GFR01';
+  END IF;
+  SELECT * INTO stop FROM genfill.projector_stops s WHERE s.dataset = p_dataset;
+  INSERT INTO genfill.quarantined_keys (dataset, key, up_to_revision, reason, stopped_by)
+  VALUES (p_dataset, p_key, v_top, p_reason, CASE WHEN stop.dataset IS NULL THEN NULL ELSE to_jsonb(stop) END)
+  RETURNING quarantined_keys.id INTO v_id;
+  DELETE FROM genfill.projector_stops s WHERE s.dataset = p_dataset AND s.key = p_key;
+  INSERT INTO genfill.dataset_log (dataset, action, detail)
+  VALUES (p_dataset, 'quarantine-key', jsonb_build_object('key', p_key, 'upToRevision', v_top, 'reason', p_reason, 'quarantine', v_id));
+  RETURN QUERY SELECT v_id, v_top;
+END $$;
+ALTER FUNCTION genfill.quarantine_key(text, jsonb, text) OWNER TO genfill_owner;
+REVOKE ALL ON FUNCTION genfill.quarantine_key(text, jsonb, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION genfill.quarantine_key(text, jsonb, text) TO genfill_operator, genfill_service;

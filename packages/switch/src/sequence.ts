@@ -1,0 +1,286 @@
+// One phase sequence for both pointer switches — the cutover (SPEC invariants 9 and 11) and the
+// rollback (invariant 13) — parameterised by what differs, as pgroll's Operation{Start,
+// Complete, Rollback} is. Under a switch lease (switch-lease.ts: one RUNNING row of
+// genfill.cutovers per dataset, renewed while it runs):
+//   1. start    — the operation's refusals, named, before any lease is taken; or the lease a
+//                 dead holder left, taken over (a recovery);
+//   2. before   — unsealed work, so the freeze stays short: the cutover's catch-up round and
+//                 tail check, the rollback's replay rounds;
+//   3. seal     — ingress sealed at a barrier B: the freeze starts ('sealed');
+//   4. after    — sealed work within the freeze bound: the cutover's round to B, its root and
+//                 the tail's keys (a rollback has none);
+//   5. switch   — ONE REPEATABLE READ transaction: the operation's compare-and-swap in SQL flips
+//                 the pointer and opens the next epoch; the same transaction applies the log from
+//                 where the generation readers move to stands, up to the transaction's own
+//                 snapshot, and moves that generation's frontier there. The freeze ends at its
+//                 commit ('switched').
+// Any failure before the switch committed undoes the seal while this holder is alive: ingress
+// reopens under a new epoch on the generation readers had (exit 3, naming why). A holder that
+// dies leaves its lease to run out; the next one finishes (every step is idempotent; a switch
+// that committed is complete by construction and is only recorded) or, past the freeze bound,
+// undoes it.
+import { ReconciliationRequiredError, RefusedError } from '@genfill/contracts';
+import { applyStep, loadDataset, type ApplyCounts } from '@genfill/projector';
+import { withTransaction, type Conn, type Db } from '@genfill/registry';
+import { LeaseLost, SwitchLease, type LeaseOptions } from './switch-lease.ts';
+
+/** A refusal thrown once the sequence (or the phase that threw it) undid the seal and recorded the outcome, or before a lease was taken: thrown as it is. */
+export class SwitchRefusal extends RefusedError {}
+
+/** Raised in a phase or the switch: undo the seal, then refuse with this reason (a SwitchRefusal). */
+export class SwitchRefused extends Error {}
+
+class FreezeExceeded extends SwitchRefused {}
+
+export const since = (t: number) => Math.round((performance.now() - t) * 10) / 10;
+
+/** The release and its dataset's current epoch, as the sequence reads them at each decision. */
+export interface SwitchNow {
+  state: string;
+  ingressState: string;
+  epochRelease: string | null;
+  sealedFrom: string | null;
+  barrier: string | null;
+  epoch: number;
+  /** Milliseconds since the current epoch was sealed (null while it is open). */
+  sealedMsAgo: number | null;
+}
+
+export interface UndoOptions {
+  /** Written in the undo's transaction (the cutover's move to RECONCILIATION_REQUIRED). */
+  also?: (conn: Conn) => Promise<void>;
+  /** Recorded in the outcome beside the reason. */
+  outcome?: Record<string, unknown>;
+}
+
+export interface SwitchContext<S extends string> {
+  lease: SwitchLease<S>;
+  /** The barrier, once sealed. */
+  barrier: string;
+  /** The release's state once sealed: the seal's (`sealedState`), or what a recovery found. */
+  state: string;
+  /** The ms the freeze may still last; throws (undo, then refuse) past the bound. */
+  deadline(): number;
+  /** Undo now, before throwing a refusal of the phase's own (a SwitchRefusal or a ReconciliationRequiredError). */
+  undo(reason: string, o?: UndoOptions): Promise<number | null>;
+}
+
+/** What the switch transaction hands back: the compare-and-swap's row and the apply. */
+export interface SwitchCommit<Row> {
+  row: Row;
+  /** The transaction's own snapshot: where the generation readers move to now stands. */
+  snapshot: string;
+  applied: ApplyCounts;
+  freezeMs: number;
+  casMs: number;
+}
+
+export interface SwitchOperation<S extends string, Row> {
+  lease: Omit<LeaseOptions, 'holder' | 'leaseMs' | 'maxFreezeMs' | 'request'>;
+  /** The release state once this operation's switch committed. */
+  doneState: string;
+  /** The release state this operation's seal leaves. */
+  sealedState: string;
+  /** States a recovered holder may still finish from. */
+  resumable: string[];
+  /** Whether the dataset's current epoch was sealed by this operation. */
+  sealedBySelf(now: SwitchNow): boolean;
+  /** Refuse (throw) before a lease is taken; not asked of a recovery. */
+  start(): Promise<void>;
+  before(ctx: Omit<SwitchContext<S>, 'barrier' | 'state' | 'deadline'>): Promise<void>;
+  seal(ctx: Omit<SwitchContext<S>, 'barrier' | 'state' | 'deadline'>): Promise<{ epoch: number; barrier: string }>;
+  /** On recovery of a sealed operation: whatever `before` left that `after` needs. */
+  resumeSealed?(ctx: SwitchContext<S>): Promise<void>;
+  after(ctx: SwitchContext<S>): Promise<void>;
+  /** In the switch transaction: the compare-and-swap (genfill.cutover_switch, genfill.rollback_switch). */
+  compareAndSwap(conn: Conn, ctx: SwitchContext<S>): Promise<Row>;
+  /** In the switch transaction, after the swap: where the apply starts (the barrier, or the old generation's frontier). */
+  applyFrom(conn: Conn, ctx: SwitchContext<S>): Promise<string>;
+  /** In the undo's transaction: reopen ingress under a new epoch if this operation sealed it; the epoch, or null. */
+  unseal(conn: Conn, reason: string): Promise<number | null>;
+  /** The refusal's tail once undone: where ingress reopened and the release's state. */
+  reopened(epoch: number | null): string;
+}
+
+export interface SequenceOptions<S extends string> {
+  holder: string;
+  leaseMs: number;
+  maxFreezeMs: number;
+  request: string | null;
+  recoverOnly?: boolean;
+  onStep?: (step: S) => void | Promise<void>;
+}
+
+export type SequenceResult<S extends string, Row> =
+  | { lease: SwitchLease<S>; done: 'recorded'; barrier?: undefined; closedEpoch?: undefined; commit?: undefined }
+  | { lease: SwitchLease<S>; done: 'switched'; barrier: string; closedEpoch: number; commit: SwitchCommit<Row> };
+
+async function readNow(db: Db, release: string): Promise<SwitchNow> {
+  const { rows } = await db.query<{ state: string; ingress_state: string; epoch_release: string | null; sealed_from: string | null; barrier: string | null; epoch: string; sealed_ms_ago: number | null }>(
+    `SELECT r.state, d.ingress_state, e.release AS epoch_release, e.sealed_from, e.barrier::text, d.ingress_epoch::text AS epoch,
+            CASE WHEN d.ingress_state = 'SEALED' THEN extract(epoch FROM clock_timestamp() - e.sealed_at) * 1000 END AS sealed_ms_ago
+       FROM genfill.releases r JOIN genfill.datasets d ON d.name = r.dataset
+       LEFT JOIN genfill.epochs e ON e.dataset = d.name AND e.epoch = d.ingress_epoch
+      WHERE r.id = $1`,
+    [release],
+  );
+  const n = rows[0];
+  if (!n) throw new RefusedError(`release ${release} does not exist`);
+  return {
+    state: n.state,
+    ingressState: n.ingress_state,
+    epochRelease: n.epoch_release,
+    sealedFrom: n.sealed_from,
+    barrier: n.barrier,
+    epoch: Number(n.epoch),
+    sealedMsAgo: n.sealed_ms_ago === null ? null : Number(n.sealed_ms_ago),
+  };
+}
+
+/** Move the frontier of `generation` from `from` to `to`, fenced on `from`. */
+export async function moveFrontier(conn: Conn, dataset: string, generation: string, from: string, to: string): Promise<void> {
+  const moved = await conn.query(
+    `UPDATE genfill.frontiers SET snapshot = $4::pg_snapshot, updated_at = clock_timestamp() WHERE dataset = $1 AND generation = $2 AND snapshot::text = $3`,
+    [dataset, generation, from, to],
+  );
+  if (moved.rowCount !== 1) throw new Error(`the frontier of ${dataset}/${generation} moved under the switch (another holder?)`);
+}
+
+/** Run `op` to its end: the switch committed (or found committed), or refused with the seal undone. */
+export async function runSwitch<S extends string, Row>(db: Db, op: SwitchOperation<S, Row>, o: SequenceOptions<S>): Promise<SequenceResult<S, Row>> {
+  const { kind, release, dataset, to } = op.lease;
+  const leaseOptions = { ...op.lease, holder: o.holder, leaseMs: o.leaseMs, maxFreezeMs: o.maxFreezeMs, request: o.request };
+  const onStep = o.onStep;
+  let held = await SwitchLease.recover<S>(db, leaseOptions, onStep);
+  if (!held && o.recoverOnly) throw new SwitchRefusal(`no ${kind} of ${release} to recover`);
+  if (!held) {
+    await op.start();
+    held = await SwitchLease.start<S>(db, leaseOptions, onStep);
+  }
+  const lease = held;
+  const undo = async (reason: string, u: UndoOptions = {}): Promise<number | null> => {
+    const reopened = await withTransaction(db, async (conn) => {
+      const epoch = await op.unseal(conn, `${kind} aborted: ${reason}`);
+      await u.also?.(conn);
+      return epoch;
+    });
+    await lease.finish('ABORTED', { reason, reopenedEpoch: reopened, ...u.outcome });
+    return reopened;
+  };
+  const ctx: SwitchContext<S> = {
+    lease,
+    barrier: '',
+    state: '',
+    undo,
+    deadline: () => {
+      throw new Error('the freeze has not started');
+    },
+  };
+
+  try {
+    const now = await readNow(db, release);
+    // A recovery whose predecessor's switch committed: the flip is complete; record it.
+    if (now.state === op.doneState) {
+      await lease.record('done' as S);
+      await lease.finish('DONE', { recovered: true, note: `the ${kind}'s switch had committed before the previous holder died` });
+      return { lease, done: 'recorded' };
+    }
+    if (lease.recovered && !op.resumable.includes(now.state)) {
+      await lease.finish('ABORTED', { recovered: true, reason: `release is ${now.state}` });
+      throw new SwitchRefusal(`${kind} #${lease.id} of ${release} was recovered with the release ${now.state}: nothing to finish`);
+    }
+    const sealed = op.sealedBySelf(now);
+    if (o.recoverOnly && !sealed) {
+      await lease.finish('ABORTED', { recovered: true, reason: 'its holder died before the seal: nothing to undo' });
+      throw new SwitchRefusal(`${kind} #${lease.id} of ${release}: its holder died before the seal; recorded as aborted (run ${kind} again)`);
+    }
+
+    let sealedAt: number;
+    let closedEpoch: number;
+    if (!sealed) {
+      await op.before(ctx);
+      const s = await op.seal(ctx);
+      sealedAt = performance.now();
+      ctx.barrier = s.barrier;
+      ctx.state = op.sealedState;
+      closedEpoch = s.epoch;
+      await lease.record('sealed' as S, { epoch: s.epoch, barrier: s.barrier, sealed_at: new Date().toISOString() });
+    } else {
+      ctx.barrier = now.barrier!;
+      ctx.state = now.state;
+      closedEpoch = now.epoch;
+      sealedAt = performance.now() - (now.sealedMsAgo ?? 0);
+    }
+    ctx.deadline = () => {
+      const used = performance.now() - sealedAt;
+      if (used > lease.maxFreezeMs) throw new FreezeExceeded(`the freeze reached ${Math.round(used)} ms, past --max-freeze ${lease.maxFreezeMs} ms`);
+      return lease.maxFreezeMs - used;
+    };
+    ctx.deadline();
+    if (sealed) await op.resumeSealed?.(ctx);
+    await op.after(ctx);
+    const remaining = ctx.deadline();
+
+    // The switch, with the log up to its own snapshot applied to the generation readers move to.
+    await lease.pause();
+    const casStarted = performance.now();
+    let commit!: Omit<SwitchCommit<Row>, 'freezeMs' | 'casMs'>;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        commit = await withTransaction(
+          db,
+          async (conn) => {
+            const { rows: snap } = await conn.query<{ s: string }>('SELECT pg_current_snapshot()::text AS s');
+            const snapshot = snap[0]!.s;
+            await conn.query(`SET LOCAL statement_timeout = ${Math.max(100, Math.floor(remaining))}`);
+            let row: Row;
+            try {
+              row = await op.compareAndSwap(conn, ctx);
+            } catch (err) {
+              const e = err as { code?: string; message: string };
+              if (e.code === 'GFR01' || e.code === 'GFS01') throw new SwitchRefused(e.message);
+              throw err;
+            }
+            const from = await op.applyFrom(conn, ctx);
+            const ds = await loadDataset(conn, dataset);
+            if (ds.generation !== to) throw new Error(`the ${kind}'s switch left ${ds.generation} active, not ${to}`);
+            const step = await applyStep(conn, ds, { from, to: snapshot });
+            if (step.poison) {
+              throw new SwitchRefused(
+                `an event after ${from} is poison for ${to} (${step.poison.what} at ${JSON.stringify(step.poison.key)}): quarantine the key or fix the transform, then run ${kind} again`,
+              );
+            }
+            await moveFrontier(conn, dataset, to, from, snapshot);
+            await conn.query(`UPDATE genfill.cutovers SET s_cut = $2::pg_snapshot WHERE id = $1`, [lease.id, snapshot]);
+            return { row, snapshot, applied: step.counts };
+          },
+          'REPEATABLE READ',
+        );
+        break;
+      } catch (err) {
+        if ((err as { code?: string }).code === '40001' && attempt < 3) continue;
+        throw err;
+      }
+    }
+    const casMs = since(casStarted);
+    const freezeMs = since(sealedAt);
+    lease.resume();
+    await lease.record('switched' as S);
+    await o.onStep?.('done' as S);
+    return { lease, done: 'switched', barrier: ctx.barrier, closedEpoch, commit: { ...commit, freezeMs, casMs } };
+  } catch (err) {
+    // Already undone by the phase that threw it (or nothing to undo), or another holder's now.
+    if (err instanceof LeaseLost || err instanceof SwitchRefusal || err instanceof ReconciliationRequiredError) throw err;
+    // Anything else before the switch committed (nothing switched: its transaction rolled
+    // back): undo the seal while this holder is alive.
+    const known = err instanceof SwitchRefused;
+    const reason = known ? (err as Error).message : `${(err as Error).message} (an error, not a precondition)`;
+    const epoch = await undo(reason).catch((e: Error) => {
+      throw new SwitchRefusal(`${kind} of ${release} failed (${reason}) and undoing the seal failed too: ${e.message}; run \`genfill unseal ${release}\``);
+    });
+    if (!known) throw err;
+    throw new SwitchRefusal(`${kind} refused: ${reason}; ${op.reopened(epoch)}`);
+  } finally {
+    await lease.close();
+  }
+}

@@ -102,9 +102,8 @@ async function loadReleasePlan(conn: Conn, id: string): Promise<ReleasePlan> {
 /** The partition's current receipt: the one no other receipt supersedes. */
 export async function currentReceipt(conn: Conn, release: string, partition: string): Promise<string | null> {
   const { rows } = await conn.query<{ id: string }>(
-    `SELECT r.id FROM genfill.receipts r
-      WHERE r.release = $1 AND r.partition = $2
-        AND NOT EXISTS (SELECT 1 FROM genfill.receipts s WHERE s.supersedes = r.id)`,
+    `SELECT r.id FROM genfill.current_receipts r
+      WHERE r.release = $1 AND r.partition = $2`,
     [release, partition],
   );
   if (rows.length > 1) throw new Error(`partition ${partition} of ${release} has ${rows.length} current receipts`);

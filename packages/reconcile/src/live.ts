@@ -95,9 +95,8 @@ export async function loadLive(
   const { rows: touched } = await conn.query<{ partition: string }>('SELECT partition FROM genfill.catchup_touched WHERE release = $1', [r.id]);
   live.touched = new Set(touched.map((t) => t.partition));
   const { rows: collided } = await conn.query<{ partition: string }>(
-    `SELECT rc.partition FROM genfill.receipts rc
-      WHERE rc.release = $1 AND coalesce((rc.timings->>'keptElsewhere')::bigint, 0) > 0
-        AND NOT EXISTS (SELECT 1 FROM genfill.receipts n WHERE n.supersedes = rc.id)`,
+    `SELECT rc.partition FROM genfill.current_receipts rc
+      WHERE rc.release = $1 AND coalesce((rc.timings->>'keptElsewhere')::bigint, 0) > 0`,
     [r.id],
   );
   live.collided = new Set(collided.map((c) => c.partition));

@@ -162,9 +162,8 @@ async function currentReceipts(conn: Conn, release: string): Promise<Map<string,
             r.rows_in::text AS "rowsIn", r.rows_out::text AS "rowsOut",
             r.key_root::text AS "keyRoot", r.row_root::text AS "rowRoot",
             r.conserved_sums AS "conservedSums", r.dependency_hashes AS "dependencyHashes"
-       FROM genfill.receipts r
+       FROM genfill.current_receipts r
       WHERE r.release = $1
-        AND NOT EXISTS (SELECT 1 FROM genfill.receipts s WHERE s.supersedes = r.id)
       ORDER BY r.partition, r.id`,
     [release],
   );

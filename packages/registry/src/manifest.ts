@@ -196,9 +196,8 @@ export async function listPartitions(conn: Conn, release: string): Promise<Parti
             (SELECT jsonb_build_object('id', r.id::text, 'rows_in', r.rows_in::text, 'rows_out', r.rows_out::text,
                                        'key_root', r.key_root::text, 'row_root', r.row_root::text,
                                        'watermark', r.watermark::text, 'timings', r.timings, 'kind', r.kind)
-               FROM genfill.receipts r
-              WHERE r.release = p.release AND r.partition = p.id
-                AND NOT EXISTS (SELECT 1 FROM genfill.receipts s WHERE s.supersedes = r.id)) AS receipt
+               FROM genfill.current_receipts r
+              WHERE r.release = p.release AND r.partition = p.id) AS receipt
        FROM genfill.partitions p WHERE p.release = $1 ORDER BY p.seq`,
     [release],
   );

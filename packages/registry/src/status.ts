@@ -251,9 +251,8 @@ async function slowestPartitions(conn: Conn, id: string, limit: number) {
   const { rows } = await conn.query<{ id: string; seq: number; kind: string; attempt: number; total_ms: number; rows_in: string; rows_out: string }>(
     `SELECT p.id, p.seq, p.kind, p.attempt, (r.timings->>'total')::float8 AS total_ms, r.rows_in::text, r.rows_out::text
        FROM genfill.partitions p
-       JOIN genfill.receipts r ON r.release = p.release AND r.partition = p.id
+       JOIN genfill.current_receipts r ON r.release = p.release AND r.partition = p.id
       WHERE p.release = $1 AND p.status = 'BUILT' AND r.timings ? 'total'
-        AND NOT EXISTS (SELECT 1 FROM genfill.receipts s WHERE s.supersedes = r.id)
       ORDER BY (r.timings->>'total')::float8 DESC, p.seq
       LIMIT $2`,
     [id, limit],
@@ -268,9 +267,8 @@ async function partitionPage(conn: Conn, id: string, l: PartitionListing) {
             (SELECT jsonb_build_object('id', r.id::text, 'rows_in', r.rows_in::text, 'rows_out', r.rows_out::text,
                                        'key_root', r.key_root::text, 'row_root', r.row_root::text,
                                        'watermark', r.watermark::text, 'timings', r.timings, 'kind', r.kind)
-               FROM genfill.receipts r
-              WHERE r.release = p.release AND r.partition = p.id
-                AND NOT EXISTS (SELECT 1 FROM genfill.receipts s WHERE s.supersedes = r.id)) AS receipt
+               FROM genfill.current_receipts r
+              WHERE r.release = p.release AND r.partition = p.id) AS receipt
        FROM genfill.partitions p
       WHERE p.release = $1 AND ($2::text IS NULL OR p.status = $2)
       ORDER BY p.seq
@@ -433,8 +431,8 @@ export async function receiptSummary(db: Db, release: string) {
     timings: Record<string, number> | null;
   }>(
     `WITH cur AS (
-       SELECT r.* FROM genfill.receipts r
-        WHERE r.release = $1 AND NOT EXISTS (SELECT 1 FROM genfill.receipts s WHERE s.supersedes = r.id))
+       SELECT r.* FROM genfill.current_receipts r
+        WHERE r.release = $1)
      SELECT (SELECT count(*) FROM genfill.partitions WHERE release = $1)::int AS partitions,
             (SELECT count(*) FROM cur)::int AS receipts,
             (SELECT coalesce(sum(rows_in), 0) FROM cur)::text AS rows_in,

@@ -53,8 +53,8 @@ function heldByWatermarks(dataset: string, generation: string, key: string[], ti
   return `WITH b AS MATERIALIZED (
       SELECT array_agg(p.lower ORDER BY p.lower) AS lo, array_agg(p.upper ORDER BY p.lower) AS hi, array_agg(w.watermark ORDER BY p.lower) AS wm
         FROM genfill.partitions p
-        LEFT JOIN LATERAL (SELECT rc.watermark FROM genfill.receipts rc
-                            WHERE rc.release = p.release AND rc.partition = p.id AND NOT EXISTS (SELECT 1 FROM genfill.receipts n WHERE n.supersedes = rc.id)
+        LEFT JOIN LATERAL (SELECT rc.watermark FROM genfill.current_receipts rc
+                            WHERE rc.release = p.release AND rc.partition = p.id
                             ORDER BY rc.id DESC LIMIT 1) w ON true
        WHERE p.release = $1),
     h AS (SELECT e.event_id, e.txid, width_bucket(${instant}, b.lo) AS i, ${instant} AS at

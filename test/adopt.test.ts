@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { repairRequest } from '@genfill/builder';
 import { loadConfig } from '@genfill/contracts';
 import { createLogger } from '@genfill/observability';
 import { runPlannerService } from '@genfill/planner';
@@ -218,7 +219,14 @@ describe('roles', () => {
     expect(sub.stderr).toBe('');
     // An operator's plan is a request the planner service executes with the operator as principal.
     const stop = new AbortController();
-    const planner = runPlannerService({ config: loadConfig(env), log: createLogger('planner', 'silent'), intervalSeconds: 1, signal: stop.signal, db: db.pool });
+    const planner = runPlannerService({
+      config: loadConfig(env),
+      log: createLogger('planner', 'silent'),
+      intervalSeconds: 1,
+      signal: stop.signal,
+      db: db.pool,
+      requestHandlers: { repair: repairRequest },
+    });
     try {
       const plan = await runCli(['plan', 'order-tax-fix@4'], alice);
       expect(plan.stderr).toMatch(/^requested plan of order-tax-fix@4 \(request #\d+\); waiting for the planner service/);

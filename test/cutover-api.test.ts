@@ -3,17 +3,17 @@
 // the operator or the token's subject; a dry run answers with every check; bad input is 400 and
 // writes nothing; a refusal is 409 naming it.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startApi } from '@genfill/api';
-import { loadConfig } from '@genfill/contracts';
+import { httpStatusOf, startApi } from '@genfill/api';
+import { exitCodeOf, loadConfig, NotFoundError } from '@genfill/contracts';
 import { createLogger } from '@genfill/observability';
 import { projectDataset, runProjectorService } from '@genfill/projector';
 import { reconcile } from '@genfill/reconcile';
-import { createPool, type Db } from '@genfill/registry';
+import { createPool, type Db, requestError, type RequestRow, serveRequests } from '@genfill/registry';
 import { builtRelease, seedAdopted } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure, urlAs } from './support/db.ts';
 import { createTestQueues, REDIS_URL } from './support/redis.ts';
-import { catchupRound, switchExtension } from '@genfill/switch';
+import { catchupRound, switchExtension, switchRequestHandlers } from '@genfill/switch';
 
 const tdb = await createTestDatabase('cutover_api');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'cutover-api-test', 8);
@@ -90,5 +90,71 @@ describe('cutover and rollback as a person', () => {
       controller.abort();
       await service;
     }
+  });
+});
+
+describe('a request fails as the error its handler raised', () => {
+  it('a NotFoundError raised by the projector answers as it would in-process: exit 3 in the CLI, 404 over HTTP', async () => {
+    const missing = () => new NotFoundError('dataset orders_enriched has no generation g9: it was never planned');
+    const controller = new AbortController();
+    const service = runProjectorService({
+      config: { DATABASE_URL: tdb.url } as never,
+      db,
+      log,
+      signal: controller.signal,
+      pollMs: 50,
+      leaseMs: 3000,
+      extension: (ctx) => ({ handlers: { ...switchRequestHandlers(ctx), catchup: () => Promise.reject(missing()) } }),
+    });
+    const api = await startApi({
+      config: loadConfig({ DATABASE_URL: tdb.url, REDIS_URL, GENFILL_QUEUE_PREFIX: createTestQueues('cutover-api-errors').prefix, GENFILL_API_TOKENS: `olga:operator:${TOKEN}` }),
+      log,
+      port: 0,
+    });
+    try {
+      const res = await runCli(['catchup', 'api@1'], { DATABASE_URL: urlAs(tdb, 'genfill_alice') });
+      expect(res.stderr).toMatch(/requested catchup of api@1 \(request #\d+\)/);
+      expect(res.code).toBe(exitCodeOf(missing()));
+      expect(res.code).toBe(3);
+      expect(res.stderr).toMatch(/refused: dataset orders_enriched has no generation g9: it was never planned/);
+
+      const http = await fetch(`${api.url}/releases/api@1/catchup`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: '{}' });
+      expect(http.status).toBe(httpStatusOf(missing()));
+      expect(http.status).toBe(404);
+      expect(await http.json()).toMatchObject({ error: 'NotFoundError', message: missing().message, request: expect.stringMatching(/^\d+$/) });
+
+      const stored = await one<{ exit_code: number; error: Record<string, unknown> }>(`SELECT exit_code, error FROM genfill.requests WHERE kind = 'catchup' ORDER BY id DESC LIMIT 1`);
+      expect(stored).toMatchObject({ exit_code: 3, error: { name: 'NotFoundError', lineage: ['NotFoundError', 'RefusedError', 'GenfillError'], exitCode: 3, message: missing().message } });
+    } finally {
+      await api.close();
+      controller.abort();
+      await service;
+    }
+  });
+
+  it('a request whose arguments do not parse fails with exit 2 before its handler runs: nothing done', async () => {
+    const epochs = async () => one<{ n: number; state: string }>(`SELECT (SELECT count(*)::int FROM genfill.epochs WHERE dataset = $1) AS n, ingress_state AS state FROM genfill.datasets WHERE name = $1`, [DS]);
+    const before = await epochs();
+    const { id } = await one<{ id: string }>(`SELECT genfill.request('seal', 'api@1', '{"waitMs": "soon", "also": 1}')::text AS id`);
+    const ran: string[] = [];
+    const handlers = switchRequestHandlers();
+    await serveRequests(db, {
+      worker: 'bad-args-test',
+      handlers: { ...handlers, seal: (conn, req) => (ran.push(req.id), handlers.seal(conn, req)) },
+    });
+    expect(ran).toEqual([]);
+    const row = await one<RequestRow>(`SELECT id::text, state, exit_code, error FROM genfill.requests WHERE id = $1`, [id]);
+    expect(row).toMatchObject({ state: 'FAILED', exit_code: 2, error: { name: 'InvalidInputError', exitCode: 2 } });
+    expect((row.error!.fields as { problems: { path: string }[] }).problems.map((p) => p.path).sort()).toEqual(['args', 'args.waitMs']);
+    const err = requestError(row);
+    expect(err).toMatchObject({ name: 'InvalidInputError', exitCode: 2 });
+    expect(await epochs()).toEqual(before);
+
+    // The CLI parses them before it asks: nothing is written at all.
+    const requests = await one<{ n: number }>(`SELECT count(*)::int AS n FROM genfill.requests`);
+    const res = await runCli(['seal', 'api@1', '--wait', '86400'], { DATABASE_URL: urlAs(tdb, 'genfill_alice') });
+    expect(res.code).toBe(2);
+    expect(res.stderr).toMatch(/args\.waitMs/);
+    expect(await one(`SELECT count(*)::int AS n FROM genfill.requests`)).toEqual(requests);
   });
 });

@@ -1,6 +1,7 @@
 // Numbered add-only migrations under an advisory lock; a newer database is refused.
 import pg from 'pg';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { REQUEST_KIND_NAMES, serviceOf } from '@genfill/contracts';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
 import { createExampleSchema, firstGenerationRelease, workspace, writeRelease } from './support/fixtures.ts';
@@ -27,6 +28,30 @@ describe('genfill migrate', () => {
     expect(rows[0].applied_by).toBe('postgres');
     const again = await runCli(['migrate'], env);
     expect(again.stdout).toMatch(/registry schema is current/);
+  });
+
+  it('keeps genfill.request_kinds equal to the code\'s kinds: migrate restores it, every other command refuses a drifted one', async () => {
+    const kinds = async () => (await db.pool.query('SELECT kind, service FROM genfill.request_kinds ORDER BY kind')).rows;
+    const code = [...REQUEST_KIND_NAMES].sort().map((kind) => ({ kind, service: serviceOf(kind) }));
+    expect(await kinds()).toEqual(code);
+
+    await db.pool.query(`DELETE FROM genfill.request_kinds WHERE kind = 'catchup'`);
+    await db.pool.query(`UPDATE genfill.request_kinds SET service = 'planner' WHERE kind = 'seal'`);
+    await db.pool.query(`INSERT INTO genfill.request_kinds (kind, service) VALUES ('defrag', 'planner')`);
+    const refused = await runCli(['status'], env);
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toMatch(/request kinds are not this genfill's \(\+catchup, -defrag, ~seal\): run `genfill migrate`/);
+
+    const fixed = await runCli(['migrate', '--json'], env);
+    expect(fixed.code).toBe(0);
+    expect(JSON.parse(fixed.stdout).requestKinds).toEqual(['+catchup', '-defrag', '~seal']);
+    expect(await kinds()).toEqual(code);
+    expect(JSON.parse((await runCli(['migrate', '--json'], env)).stdout).requestKinds).toEqual([]);
+
+    // genfill.request takes only those kinds, and arguments that are a JSON object: bad input, nothing written.
+    await expect(db.pool.query(`SELECT genfill.request('defrag', 'orders-g1@1', '{}')`)).rejects.toMatchObject({ code: '22023', message: /unknown request kind defrag: the kinds are catchup, cutover/ });
+    await expect(db.pool.query(`SELECT genfill.request('plan', 'orders-g1@1', '[1]')`)).rejects.toMatchObject({ code: '22023', message: /a JSON object, not array/ });
+    await expect(db.pool.query(`INSERT INTO genfill.requests (kind, release) VALUES ('defrag', 'orders-g1@1')`)).rejects.toMatchObject({ code: '23503' });
   });
 
   it('keeps the release log append-only', async () => {

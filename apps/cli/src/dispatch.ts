@@ -56,5 +56,5 @@ export async function bestEffort<T>(ctx: Context, what: string, fn: (d: Dispatch
  * a request the planner service executes.
  */
 export async function planWithDispatch(ctx: Context, release: string): Promise<PlanDispatchResult> {
-  return viaService(ctx, { kind: 'plan', release }, (db) => withDispatch(ctx, (session) => planAndDispatch(db, release, () => session.connect())));
+  return viaService(ctx, { kind: 'plan', release, args: {} }, (db) => withDispatch(ctx, (session) => planAndDispatch(db, release, () => session.connect())));
 }

@@ -2,8 +2,8 @@
 // superuser, the demo, tests) runs them in this process; a person's login asks the owning
 // service through genfill.request and waits here for the outcome, which it then prints and
 // exits with exactly as if it had run here.
-import { InvalidInputError, RequestFailedError } from '@genfill/contracts';
-import { getRequest, isServiceLogin, submitRequest, type Db, type RequestKind } from '@genfill/registry';
+import { parseRequestArgs, RequestFailedError, type RequestArgs, type RequestKind, serviceOf } from '@genfill/contracts';
+import { getRequest, isServiceLogin, requestError, submitRequest, type Db } from '@genfill/registry';
 import type { Context } from './context.ts';
 
 const POLL_MS = 250;
@@ -11,17 +11,21 @@ const NOTE_EVERY_MS = 15_000;
 /** How long a person waits for a service before the CLI gives up (the request stays queued). */
 const WAIT_MS = 30 * 60_000;
 
-const SERVICE: Record<RequestKind, string> = { plan: 'planner', repair: 'planner', reconcile: 'reconciler', seal: 'projector', unseal: 'projector', catchup: 'projector', cutover: 'projector', rollback: 'projector' };
-
-export async function viaService<T>(
+/**
+ * Run a `kind` request: its arguments are parsed first (bad ones are exit 2, nothing written);
+ * then in this process for a service login, else by the owning service. A failure there is
+ * raised here as the class it had there, so it exits with the same code.
+ */
+export async function viaService<K extends RequestKind, T>(
   ctx: Context,
-  q: { kind: RequestKind; release: string; args?: Record<string, unknown> },
-  inProcess: (db: Db) => Promise<T>,
+  q: { kind: K; release: string; args: RequestArgs<K> },
+  inProcess: (db: Db, args: RequestArgs<K>) => Promise<T>,
 ): Promise<T> {
+  const args = parseRequestArgs(q.kind, q.args);
   const db = await ctx.db();
-  if (await isServiceLogin(db)) return inProcess(db);
-  const service = SERVICE[q.kind];
-  const id = await submitRequest(db, q);
+  if (await isServiceLogin(db)) return inProcess(db, args);
+  const service = serviceOf(q.kind);
+  const id = await submitRequest(db, { kind: q.kind, release: q.release, args });
   ctx.io.err(`requested ${q.kind} of ${q.release} (request #${id}); waiting for the ${service} service (\`genfill ${service}\`) to run it`);
   const started = Date.now();
   let noted = started;
@@ -29,11 +33,7 @@ export async function viaService<T>(
     const req = await getRequest(db, id);
     if (!req) throw new Error(`request #${id} disappeared`);
     if (req.state === 'DONE') return req.result as T;
-    if (req.state === 'FAILED') {
-      const e = req.error!;
-      if (e.problems) throw new InvalidInputError(e.problems);
-      throw new RequestFailedError(e.message, e.exitCode, id);
-    }
+    if (req.state === 'FAILED') throw requestError(req);
     const now = Date.now();
     if (now - started > WAIT_MS) {
       throw new RequestFailedError(

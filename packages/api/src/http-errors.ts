@@ -4,16 +4,14 @@
 import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
 import {
   CasConflictError,
+  type ExitCode,
   GenerationGoneError,
   GenfillError,
   IngressBusyError,
   IngressConflictError,
   InvalidInputError,
   NotFoundError,
-  ReconciliationRequiredError,
   RedisUnavailableError,
-  RefusedError,
-  RequestFailedError,
   SchemaVersionError,
   UnknownDatasetError,
   type Problem,
@@ -48,45 +46,55 @@ function clientErrorStatus(err: unknown): number | null {
   return e && typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose === true ? e.status : null;
 }
 
-export function toHttp(err: unknown): HttpError {
-  const body = (status: number, error: string, message: string): HttpError => ({ status, body: { error, message } });
-  if (err instanceof UnauthenticatedError) return body(401, err.name, err.message);
-  if (err instanceof ForbiddenError) return body(403, err.name, err.message);
+/** A GenfillError's status by its exit code, for a class the rules below do not name. */
+const STATUS_OF_EXIT: Record<ExitCode, number> = { 0: 200, 1: 500, 2: 400, 3: 409, 4: 422 };
+
+/**
+ * The one mapping from an error to its HTTP status, by class — the same whether the error was
+ * raised here or by the service that ran a request (rebuilt as its class): bad input 400
+ * (exit 2), refused 409 (exit 3), reconciliation required 422 (exit 4), and the classes
+ * named here.
+ */
+export function httpStatusOf(err: unknown): number {
+  if (err instanceof UnauthenticatedError) return 401;
+  if (err instanceof ForbiddenError) return 403;
   // A read of a dataset the registry does not know: bad input for the CLI, a missing resource here.
-  if (err instanceof UnknownDatasetError) return { status: 404, body: { error: err.name, message: err.message, problems: err.problems } };
-  if (err instanceof InvalidInputError) return { status: 400, body: { error: err.name, message: err.message, problems: err.problems } };
-  if (err instanceof NotFoundError) return body(404, err.name, err.message);
+  if (err instanceof UnknownDatasetError || err instanceof NotFoundError) return 404;
+  // A CAS against a release that does not exist found no row at all.
+  if (err instanceof CasConflictError && err.actual === null) return 404;
+  // A pinned read of a generation that is gone, for good.
+  if (err instanceof GenerationGoneError) return 410;
   // Busy is an answer to retry, never a drop.
-  if (err instanceof IngressBusyError) {
+  if (err instanceof IngressBusyError) return 429;
+  // The schema is older or newer than this API, or Redis is away: not the caller's fault, and not for good.
+  if (err instanceof SchemaVersionError || err instanceof RedisUnavailableError) return 503;
+  if (err instanceof GenfillError) return STATUS_OF_EXIT[err.exitCode];
+  return clientErrorStatus(err) ?? 500;
+}
+
+/** What the body adds to `{error, message}` for the classes that carry more. */
+function fieldsOf(err: GenfillError): Record<string, unknown> {
+  const request = (err as { request?: unknown }).request;
+  const fields: Record<string, unknown> = typeof request === 'string' ? { request } : {};
+  if (err instanceof InvalidInputError) return { ...fields, problems: err.problems };
+  if (err instanceof IngressBusyError) return { ...fields, pending: err.pending, events: err.events, max: err.max };
+  if (err instanceof IngressConflictError) return { ...fields, conflicts: err.conflicts, conflictIds: err.conflictIds, releases: err.releases };
+  if (err instanceof GenerationGoneError) return { ...fields, reason: err.reason, dataset: err.dataset, generation: err.generation };
+  return fields;
+}
+
+export function toHttp(err: unknown): HttpError {
+  const status = httpStatusOf(err);
+  if (err instanceof UnauthenticatedError || err instanceof ForbiddenError) return { status, body: { error: err.name, message: err.message } };
+  if (err instanceof GenfillError) {
     return {
-      status: 429,
-      body: { error: err.name, message: err.message, pending: err.pending, events: err.events, max: err.max },
-      headers: { 'Retry-After': String(err.retryAfterSeconds) },
+      status,
+      body: { error: err.name, message: err.message, ...fieldsOf(err) },
+      ...(err instanceof IngressBusyError ? { headers: { 'Retry-After': String(err.retryAfterSeconds) } } : {}),
     };
   }
-  if (err instanceof IngressConflictError) {
-    return { status: 409, body: { error: err.name, message: err.message, conflicts: err.conflicts, conflictIds: err.conflictIds, releases: err.releases } };
-  }
-  // A pinned read of a generation that is gone, for good: the reason says what the registry recorded.
-  if (err instanceof GenerationGoneError) {
-    return { status: 410, body: { error: err.name, message: err.message, reason: err.reason, dataset: err.dataset, generation: err.generation } };
-  }
-  // A CAS against a release that does not exist found no row at all.
-  if (err instanceof CasConflictError && err.actual === null) return body(404, err.name, err.message);
-  // The schema is older or newer than this API: not the caller's fault, and not for good.
-  if (err instanceof SchemaVersionError) return body(503, err.name, err.message);
-  if (err instanceof RefusedError) return body(409, err.name, err.message);
-  // A request a service ran and refused: its exit code says which answer it is.
-  if (err instanceof RequestFailedError) {
-    const status = ({ 2: 400, 3: 409, 4: 422 } as Record<number, number>)[err.exitCode] ?? 500;
-    return { status, body: { error: err.name, message: err.message, request: err.request } };
-  }
-  if (err instanceof ReconciliationRequiredError) return body(422, err.name, err.message);
-  if (err instanceof RedisUnavailableError) return body(503, err.name, err.message);
-  if (err instanceof GenfillError) return body(500, err.name, err.message);
-  const status = clientErrorStatus(err);
-  if (status !== null) return body(status, 'InvalidRequestError', (err as Error).message);
-  return body(500, 'InternalError', 'internal error: the api log has the details');
+  if (status < 500) return { status, body: { error: 'InvalidRequestError', message: (err as Error).message } };
+  return { status: 500, body: { error: 'InternalError', message: 'internal error: the api log has the details' } };
 }
 
 export function sendError(res: Response, err: unknown): HttpError {

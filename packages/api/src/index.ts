@@ -1,1 +1,2 @@
+export { httpStatusOf } from './http-errors.ts';
 export { type ApiServer, startApi } from './server.ts';

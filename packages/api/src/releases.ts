@@ -4,14 +4,14 @@
 // as the principal and `via: api` in the log detail.
 import express, { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { InvalidInputError, releaseSchema, RequestFailedError, type Problem } from '@genfill/contracts';
+import { InvalidInputError, parseRequestArgs, releaseSchema, type Problem } from '@genfill/contracts';
 
 /** How long a live-path request (seal, unseal, catchup) is waited for before the API answers 202. */
 const REQUEST_WAIT_MS = 60_000;
 import type { Logger } from '@genfill/observability';
 import { cancelRelease, setOperatorPause, type Actor } from '@genfill/planner';
 import { asRedisUnavailable, type Dispatcher, mirrorPause, redisAnswers, removeReleaseQueue, withDeadline } from '@genfill/queue';
-import { approveVerb, asPrincipal, awaitRequest, parsePartitionListing, releaseList, releaseStatus, submitRequest, type Db } from '@genfill/registry';
+import { approveVerb, asPrincipal, awaitRequest, parsePartitionListing, releaseList, releaseStatus, requestError, submitRequest, type Db } from '@genfill/registry';
 import { requirePermission, requirePrincipal } from './auth.ts';
 import type { ReleaseQueues } from './queues.ts';
 
@@ -24,10 +24,6 @@ export interface ReleaseDeps {
 
 /** The release id rule of the release file (letters, digits, . _ @ + -; no ':'). */
 const releaseId = releaseSchema.shape.release;
-const cutoverBody = z.object({ dryRun: z.boolean().optional(), maxFreezeMs: z.number().int().positive().max(600_000).optional() }).strict();
-
-const rollbackBody = z.object({ maxFreezeMs: z.number().int().positive().max(600_000).optional() }).strict();
-
 const actionBody = z.strictObject({ reason: z.string().trim().min(1).max(1000).optional() });
 
 function problems(error: z.ZodError, where: string): Problem[] {
@@ -125,14 +121,14 @@ export function releaseRoutes(deps: ReleaseDeps): Router {
       const id = idOf(req);
       const { reason } = bodyOf(req);
       const who = actor(res);
-      if (kind === 'unseal' && !reason) throw new InvalidInputError([{ path: 'reason', message: 'unseal needs a reason (it is recorded)' }]);
-      const request = await asPrincipal(db, who.principal, (conn) => submitRequest(conn, { kind, release: id, args: kind === 'unseal' ? { reason } : {} }));
+      const args = parseRequestArgs(kind, kind === 'unseal' ? { reason } : {}, 'body');
+      const request = await asPrincipal(db, who.principal, (conn) => submitRequest(conn, { kind, release: id, args }));
       const done = await awaitRequest(db, request, REQUEST_WAIT_MS);
       if (!done) {
         res.status(202).json({ request, state: 'PENDING', message: `request #${request} is queued: no projector service has run it within ${REQUEST_WAIT_MS / 1000} s` });
         return;
       }
-      if (done.state === 'FAILED') throw new RequestFailedError(done.error?.message ?? `${kind} failed`, done.error?.exitCode ?? 1, request);
+      if (done.state === 'FAILED') throw requestError(done);
       log.info({ release: id, subject: who.principal, request }, `${kind} via the API`);
       res.json({ request, principal: who.principal, ...(done.result as object) });
     });
@@ -143,17 +139,16 @@ export function releaseRoutes(deps: ReleaseDeps): Router {
   // answers as exit 3 does (409), a mismatch in the tail as exit 4.
   router.post('/releases/:id/cutover', operate, json, async (req, res) => {
     const id = idOf(req);
-    const parsed = cutoverBody.safeParse(req.body ?? {});
-    if (!parsed.success) throw new InvalidInputError(problems(parsed.error, 'body'));
+    const body = parseRequestArgs('cutover', req.body ?? {}, 'body');
     const who = actor(res);
-    const args = { dryRun: parsed.data.dryRun ?? false, ...(parsed.data.maxFreezeMs ? { maxFreezeMs: parsed.data.maxFreezeMs } : {}) };
+    const args = { dryRun: body.dryRun ?? false, ...(body.maxFreezeMs ? { maxFreezeMs: body.maxFreezeMs } : {}) };
     const request = await asPrincipal(db, who.principal, (conn) => submitRequest(conn, { kind: 'cutover', release: id, args }));
     const done = await awaitRequest(db, request, REQUEST_WAIT_MS);
     if (!done) {
       res.status(202).json({ request, state: 'PENDING', message: `request #${request} is queued: no projector service has run it within ${REQUEST_WAIT_MS / 1000} s` });
       return;
     }
-    if (done.state === 'FAILED') throw new RequestFailedError(done.error?.message ?? 'cutover failed', done.error?.exitCode ?? 1, request);
+    if (done.state === 'FAILED') throw requestError(done);
     const r = done.result as { ok: boolean; checks: { name: string; ok: boolean; detail: string }[] };
     log.info({ release: id, subject: who.principal, request, dryRun: args.dryRun, ok: r.ok }, 'cutover via the API');
     res.status(r.ok ? 200 : 409).json({ request, principal: who.principal, ...(done.result as object) });
@@ -162,17 +157,16 @@ export function releaseRoutes(deps: ReleaseDeps): Router {
   // The rollback, a request the projector service runs ({"maxFreezeMs": n} bounds the freeze).
   router.post('/releases/:id/rollback', operate, json, async (req, res) => {
     const id = idOf(req);
-    const parsed = rollbackBody.safeParse(req.body ?? {});
-    if (!parsed.success) throw new InvalidInputError(problems(parsed.error, 'body'));
+    const body = parseRequestArgs('rollback', req.body ?? {}, 'body');
     const who = actor(res);
-    const args = parsed.data.maxFreezeMs ? { maxFreezeMs: parsed.data.maxFreezeMs } : {};
+    const args = body.maxFreezeMs ? { maxFreezeMs: body.maxFreezeMs } : {};
     const request = await asPrincipal(db, who.principal, (conn) => submitRequest(conn, { kind: 'rollback', release: id, args }));
     const done = await awaitRequest(db, request, REQUEST_WAIT_MS);
     if (!done) {
       res.status(202).json({ request, state: 'PENDING', message: `request #${request} is queued: no projector service has run it within ${REQUEST_WAIT_MS / 1000} s` });
       return;
     }
-    if (done.state === 'FAILED') throw new RequestFailedError(done.error?.message ?? 'rollback failed', done.error?.exitCode ?? 1, request);
+    if (done.state === 'FAILED') throw requestError(done);
     log.info({ release: id, subject: who.principal, request }, 'rollback via the API');
     res.json({ request, principal: who.principal, ...(done.result as object) });
   });

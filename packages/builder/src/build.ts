@@ -2,7 +2,7 @@
 // status, committed only while the worker's attempt is still the partition's token. The
 // receipt that completes the manifest moves the release to BUILDING → BUILT in the same
 // transaction. A fenced or failed build writes nothing.
-import { isCarryMax, isCarryMin, PartitionFailedError, StaleLeaseError } from '@genfill/contracts';
+import { isCarryMax, isCarryMin, PartitionFailedError, pgErrorCode, SQLSTATE, StaleLeaseError } from '@genfill/contracts';
 import { commitPartition, dataColumns, dependencyPins, getRelease, getTransformSql, relationColumns, withTransaction, type Conn, type Db, type PartitionCommit, type ReleaseRow } from '@genfill/registry';
 import { carryDeleteStatement, carryStatement } from './carry.ts';
 import type { ClaimedPartition } from './claim.ts';
@@ -256,10 +256,10 @@ async function buildStep(db: Db, conn: Conn, q: BuildRequest, mode: 'fast' | 'sa
     try {
       r = (await conn.query(statement)).rows[0];
     } catch (err) {
-      const code = (err as { code?: string }).code;
+      const code = pgErrorCode(err) ?? undefined;
       // A key written twice: either the transform fans out (the safe shape names the keys
       // and refuses) or the candidate already holds a newer row for a key (it keeps it).
-      if (code === '23505' && mode === 'fast' && !carry) throw new KeyWrittenTwice(Math.round((performance.now() - started) * 10) / 10);
+      if (code === SQLSTATE.uniqueViolation && mode === 'fast' && !carry) throw new KeyWrittenTwice(Math.round((performance.now() - started) * 10) / 10);
       throw isTransformError(code)
         ? new PartitionFailedError(q.release, q.partition, 'TRANSFORM_ERROR', { sqlstate: code, message: (err as Error).message }, (err as Error).message)
         : err;

@@ -86,7 +86,8 @@ export function createProcessor(o: ProcessorOptions) {
         o.metrics?.failed(release, err.reason);
         return { status: 'failed', message: err.message };
       }
-      if (err instanceof RefusedError) {
+      // A refusal that trying again can help (a lock not granted in time) is retried as any error is.
+      if (err instanceof RefusedError && !err.retryable) {
         plog.info({ err: err.message }, 'release no longer building; dropping the job');
         o.metrics?.attempt(release, 'dropped');
         return { status: 'dropped', reason: err.message };

@@ -4,7 +4,7 @@
 // candidate's rows of the partition, rebuild them, write a receipt superseding the previous
 // one (history stays) — and the last one moves the release back to BUILT.
 import { InvalidInputError, RefusedError } from '@genfill/contracts';
-import { casTransition, getRelease, RELEASE_ACTIONS, withTransaction, type Db, type RequestOutcome, type RequestRow } from '@genfill/registry';
+import { casTransition, getRelease, RELEASE_ACTIONS, withTransaction, type Db, type RequestHandler } from '@genfill/registry';
 import { buildPartition, type BuildResult } from './build.ts';
 import { claimPartition, whileLeased } from './claim.ts';
 
@@ -92,8 +92,7 @@ export function partitionsFromFindings(text: string, file: string): string[] {
   return [...out];
 }
 
-/** `genfill repair` as a request a service executes (the planner's entry points wire it). */
-export async function repairRequest(db: Db, req: RequestRow): Promise<RequestOutcome> {
-  const args = req.args as { partitions?: string[]; reason?: string };
-  return { result: await repairRelease(db, { release: req.release, partitions: args.partitions ?? [], reason: args.reason }) };
-}
+/** `genfill repair` as a request the planner service executes. */
+export const repairRequest: RequestHandler<'repair'> = async (db, req) => ({
+  result: await repairRelease(db, { release: req.release, partitions: req.args.partitions, reason: req.args.reason }),
+});

@@ -13,8 +13,8 @@
 // Remove is refused while a release whose source is the table is open; otherwise it forgets
 // the table first (so the DDL guard lets the triggers go), drops every trigger and the
 // functions. The log stays.
-import { InvalidInputError, NotFoundError } from '@genfill/contracts';
-import { verbError, withTransaction, type Conn, type Db } from '@genfill/registry';
+import { errorFromPg, InvalidInputError, NotFoundError } from '@genfill/contracts';
+import { withTransaction, type Conn, type Db } from '@genfill/registry';
 import { CaptureRefusedError, checkInstall, keyOptionProblems, resolveTable } from './capture-checks.ts';
 import {
   CAPTURE_EVENTS,
@@ -47,7 +47,7 @@ async function sqlStep<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    throw verbError(err);
+    throw errorFromPg(err);
   }
 }
 

@@ -23,14 +23,8 @@
 import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
 import { from as copyFrom } from 'pg-copy-streams';
-import {
-  IngressBusyError,
-  IngressConflictError,
-  InvalidInputError,
-  type IngressConflict,
-  type Problem,
-} from '@genfill/contracts';
-import { asPrincipal, verbError, type Conn, type Db } from '@genfill/registry';
+import { DEFAULT_RETRY_AFTER_SECONDS, errorFromPg, IngressConflictError, InvalidInputError, isPgError, type Problem } from '@genfill/contracts';
+import { asPrincipal, type Conn, type Db } from '@genfill/registry';
 import { ingressMirrorOf, type IngressMirror } from './ingress.ts';
 import { ndjsonLines, parseEventLine } from './ingress-events.ts';
 
@@ -39,7 +33,7 @@ const COPY_CHUNK_CHARS = 256 * 1024;
 /** Bad lines listed one by one; past this the answer counts the rest. */
 const MAX_LISTED_PROBLEMS = 1_000;
 /** What a busy answer asks the caller to wait (HTTP Retry-After). */
-export const INGRESS_RETRY_AFTER_SECONDS = 5;
+export const INGRESS_RETRY_AFTER_SECONDS = DEFAULT_RETRY_AFTER_SECONDS;
 
 export interface IngestOptions {
   /** GENFILL_MAX_PENDING_EVENTS */
@@ -81,45 +75,6 @@ interface ApplyRow {
   source_table: string;
 }
 
-interface PgError {
-  code?: string;
-  message: string;
-  detail?: string;
-  where?: string;
-}
-
-/** Raised inside the apply transaction; recorded after its rollback. */
-class Conflicted extends Error {
-  constructor(readonly conflicts: IngressConflict[]) {
-    super('conflict');
-  }
-}
-
-function problemsOf(detail: string | undefined, fallback: string): Problem[] {
-  try {
-    const list = JSON.parse(detail ?? '') as { line: number | null; message: string }[];
-    return list.map((p) => ({ path: p.line === null ? '' : `line ${p.line}`, message: p.message }));
-  } catch {
-    return [{ path: '', message: fallback }];
-  }
-}
-
-/** The apply verb's refusals as named errors. */
-function applyError(err: unknown, dataset: string): unknown {
-  const e = err as PgError;
-  switch (e?.code) {
-    case 'GFI01':
-      return new InvalidInputError(problemsOf(e.detail, e.message), { cause: err });
-    case 'GFB01': {
-      const d = JSON.parse(e.detail ?? '{}') as { pending?: number; events?: number; max?: number };
-      return new IngressBusyError(dataset, d.pending ?? 0, d.events ?? 0, d.max ?? 0, INGRESS_RETRY_AFTER_SECONDS);
-    }
-    case 'GFX01':
-      return new Conflicted(JSON.parse(e.detail ?? '[]') as IngressConflict[]);
-    default:
-      return verbError(err);
-  }
-}
 
 /**
  * A line as a field of COPY's text format. A line holds no LF, and JSON allows no other control
@@ -130,14 +85,15 @@ function copyField(text: string): string {
   return /[\\\t\r]/.test(text) ? text.replace(/[\\\t\r]/g, (c) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : '\\r')) : text;
 }
 
-/** A value the server refused while it was copied (jsonb input), named by its line. */
+/**
+ * A value the server refused while it was copied (jsonb input), named by its line: the line is
+ * the row of the COPY, which the server gives only in the error's context (`where`).
+ */
 function copyError(err: unknown): unknown {
-  const e = err as PgError;
-  const row = /COPY ingress_events, line (\d+)/.exec(e?.where ?? '');
-  if (row && e.code?.startsWith('22')) {
-    return new InvalidInputError([{ path: `line ${row[1]}`, message: e.detail ? `${e.message} (${e.detail})` : e.message }], { cause: err });
-  }
-  return err;
+  if (!isPgError(err) || !err.code.startsWith('22')) return err;
+  const row = /COPY ingress_events, line (\d+)/.exec(err.where ?? '');
+  if (!row) return err;
+  return new InvalidInputError([{ path: `line ${row[1]}`, message: err.detail ? `${err.message} (${err.detail})` : err.message }], { cause: err });
 }
 
 /** Stage the stream's events in pg_temp.ingress_events; returns the count, or throws InvalidInputError. */
@@ -246,11 +202,12 @@ export async function ingest(db: Db, dataset: string, input: AsyncIterable<Buffe
         const { rows } = await conn.query<ApplyRow>('SELECT * FROM genfill.ingest_apply($1, $2)', [dataset, opts.maxPending]);
         return rows[0]!;
       } catch (err) {
-        throw applyError(err, dataset);
+        // GFI01 bad events, GFB01 busy, GFX01 a conflict (recorded below, after the rollback).
+        throw errorFromPg(err, { dataset, retryAfterSeconds: INGRESS_RETRY_AFTER_SECONDS });
       }
     });
   } catch (err) {
-    if (!(err instanceof Conflicted)) throw err;
+    if (!(err instanceof IngressConflictError)) throw err;
     // Second transaction: the evidence, and the releases it blocks.
     const recorded = await asPrincipal(db, opts.principal, async (conn) => {
       try {
@@ -260,7 +217,7 @@ export async function ingest(db: Db, dataset: string, input: AsyncIterable<Buffe
         );
         return rows[0]!;
       } catch (e) {
-        throw verbError(e);
+        throw errorFromPg(e, { dataset });
       }
     });
     throw new IngressConflictError(dataset, err.conflicts, recorded.conflict_ids.map(String), recorded.releases);

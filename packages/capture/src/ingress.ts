@@ -8,8 +8,8 @@
 // table's owner who is also a member of genfill_owner (or a superuser): the one who installs
 // a mirror is whoever may give genfill the table. The rest runs in genfill.ingress_install
 // (migration 0011), in the same transaction.
-import { NotFoundError, quoteIdent, RefusedError } from '@genfill/contracts';
-import { verbError, withTransaction, type Conn, type Db } from '@genfill/registry';
+import { errorFromPg, NotFoundError, quoteIdent, RefusedError, SQLSTATE } from '@genfill/contracts';
+import { withTransaction, type Conn, type Db } from '@genfill/registry';
 import type { MirrorShape } from './ingress-events.ts';
 
 export interface IngressMirrorInstall {
@@ -32,13 +32,13 @@ export async function installIngressMirror(db: Db, table: string): Promise<Ingre
       try {
         await conn.query(`ALTER TABLE ${quoteIdent(rel.schema)}.${quoteIdent(rel.name)} OWNER TO genfill_owner`);
       } catch (err) {
-        const code = (err as { code?: string }).code;
-        if (code !== '42501') throw err;
-        throw new RefusedError(
-          `cannot hand ${table} to genfill_owner (${(err as Error).message}): a mirror is installed by the table's owner ` +
-            `as a member of genfill_owner (GRANT genfill_owner TO <you>), with genfill_owner allowed CREATE on schema ${rel.schema}, or by a superuser`,
-          { cause: err },
-        );
+        throw errorFromPg(err, {
+          messages: {
+            [SQLSTATE.insufficientPrivilege]: (e) =>
+              `cannot hand ${table} to genfill_owner (${e.message}): a mirror is installed by the table's owner ` +
+              `as a member of genfill_owner (GRANT genfill_owner TO <you>), with genfill_owner allowed CREATE on schema ${rel.schema}, or by a superuser`,
+          },
+        });
       }
     }
     try {
@@ -49,7 +49,7 @@ export async function installIngressMirror(db: Db, table: string): Promise<Ingre
       const row = r.rows[0]!;
       return { table: row.source_table, key: row.key_columns, status: row.status };
     } catch (err) {
-      throw verbError(err);
+      throw errorFromPg(err);
     }
   });
 }

@@ -164,18 +164,69 @@ export class UnknownDatasetError extends InvalidInputError {
 /** The database schema is newer than this code, or not migrated yet. */
 export class SchemaVersionError extends RefusedError {}
 
-/** A named thing (release, dataset, table) is not there. */
+/** A named thing (release, dataset, generation, table) is not there (SQLSTATE GFN01). Exit 3, HTTP 404. */
 export class NotFoundError extends RefusedError {}
 
 /**
- * A request a service executed (plan, reconcile, repair) failed there: the same message and
- * exit code as if it had failed here.
+ * The login lacks a privilege (SQLSTATE 42501). The message names the role or grant that
+ * would allow it. Exit 3.
+ */
+export class PermissionDeniedError extends RefusedError {}
+
+/**
+ * A lock was not granted within lock_timeout (SQLSTATE 55P03): whoever held it was busy, and
+ * trying again can help. Exit 3.
+ */
+export class LockNotAvailableError extends RefusedError {
+  override readonly retryable = true;
+}
+
+/**
+ * The projector's frontier does not yet contain every build watermark of the release
+ * (SQLSTATE GFL01): the seal waits for it, then refuses. `partitions` is what the registry
+ * listed (the partitions and their watermarks). Exit 3.
+ */
+export class ProjectorBehindError extends RefusedError {
+  override readonly retryable = true;
+  constructor(
+    message: string,
+    readonly partitions: unknown,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export type SwitchKind = 'cutover' | 'rollback';
+
+/**
+ * A cutover or rollback refused after it recorded the refusal (and undid its seal, when it
+ * had one): callers rethrow it as it is — nothing is left to undo. `check` names what refused:
+ * a precondition (a CutoverCheck name such as `manifest` or `approvals`, several joined by
+ * `,`), or a step (`catch-up-root`, `recovered`, `holder-died`, `freeze`, `switch`). Exit 3.
+ */
+export class SwitchRefusedError extends RefusedError {
+  constructor(
+    readonly kind: SwitchKind,
+    readonly check: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/**
+ * A request a service runs could not be answered as its own error: the CLI stopped waiting for
+ * it, or it failed with an error class this process does not know (`errorName`, the class the
+ * service raised). A failure of a known class is rebuilt as that class (stored-errors.ts).
  */
 export class RequestFailedError extends GenfillError {
   constructor(
     message: string,
     readonly exitCode: ExitCode,
     readonly request: string,
+    readonly errorName: string | null = null,
   ) {
     super(message);
   }
@@ -193,14 +244,24 @@ export function exitCodeOf(err: unknown): ExitCode {
   return err instanceof GenfillError ? err.exitCode : 1;
 }
 
-/** A worker's lease token (the partition's attempt) is no longer current: it wrote nothing. */
+/**
+ * A lease or fencing token is no longer current (SQLSTATE GFS01): a newer claim took it, or
+ * the work it fenced finished. Nothing was written. A partition's build names the partition
+ * and attempt; a cutover's or rollback's lease names its record in `message`.
+ */
 export class StaleLeaseError extends RefusedError {
   constructor(
-    readonly release: string,
-    readonly partition: string,
-    readonly attempt: number,
+    readonly release: string | null,
+    readonly partition: string | null,
+    readonly attempt: number | null,
+    options?: { message?: string; cause?: unknown },
   ) {
-    super(`partition ${partition} of ${release}: attempt ${attempt} was fenced by a newer claim or a finished build; nothing was written`);
+    super(
+      partition !== null && attempt !== null
+        ? `partition ${partition} of ${release ?? '?'}: attempt ${attempt} was fenced by a newer claim or a finished build; nothing was written`
+        : (options?.message ?? `the lease of ${release ?? 'this work'} is no longer held: nothing was written`),
+      options,
+    );
   }
 }
 

@@ -20,9 +20,12 @@ export {
   type IngressConflict,
   IngressConflictError,
   InvalidInputError,
+  LockNotAvailableError,
   NotFoundError,
   PartitionFailedError,
+  PermissionDeniedError,
   type Problem,
+  ProjectorBehindError,
   RangeOverlapError,
   ReconciliationRequiredError,
   RedisUnavailableError,
@@ -31,6 +34,8 @@ export {
   ReleaseConflictError,
   SchemaVersionError,
   StaleLeaseError,
+  type SwitchKind,
+  SwitchRefusedError,
   UnknownDatasetError,
 } from './errors.ts';
 export {
@@ -45,7 +50,32 @@ export {
   isCarryMin,
   plannedGrid,
 } from './grid.ts';
+export {
+  DEFAULT_RETRY_AFTER_SECONDS,
+  errorFromPg,
+  isPgError,
+  type MappedSqlstate,
+  PG_ERRORS,
+  type PgError,
+  type PgErrorContext,
+  pgErrorCode,
+  SQLSTATE,
+  type Sqlstate,
+} from './pg-errors.ts';
 export { type LoadedRelease, loadRelease, releaseSchema, type ReleaseSpec, sha256 } from './release.ts';
+export {
+  isRequestKind,
+  type KindsOf,
+  parseRequestArgs,
+  type RequestArgs,
+  type RequestKind,
+  REQUEST_KIND_NAMES,
+  REQUEST_KINDS,
+  REQUEST_SERVICES,
+  type RequestService,
+  serviceOf,
+} from './requests.ts';
 export { type Query, quoteIdent, quoteQualified } from './sql.ts';
+export { ERROR_CLASSES, type ErrorClassName, fromStoredError, type StoredError, toStoredError } from './stored-errors.ts';
 export { canTransition, OPEN_STATES, RELEASE_STATES, type ReleaseState, TRANSITIONS } from './states.ts';
 export { ambiguousZoneProblem, wallClockBounds, type WallClockBounds } from './zone.ts';

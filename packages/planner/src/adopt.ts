@@ -88,7 +88,8 @@ async function preflight(conn: Conn, o: AdoptParsed, transformSql: string): Prom
   const probe = await probeTransform(conn, { sql: transformSql, sourceTable: o.source, key: o.key, time: o.time, dependencies: [], target: { table: o.table } });
   // A legacy transform may read reference tables the old pipeline used; adopt records them
   // as they are, so only undeclared-table findings are tolerated here.
-  const blocking = probe.problems.filter((p) => !/not declared in dependencies/.test(p.message));
+  const tolerated = new Set(probe.undeclared);
+  const blocking = probe.problems.filter((p) => !tolerated.has(p));
   if (blocking.length > 0) throw new InvalidInputError(blocking);
 
   const { rows: deps } = await conn.query<{ what: string; name: string }>(

@@ -9,7 +9,7 @@
 // partition list); the proof re-derived in SQL from the stored rows must hash the same, so a
 // difference between the server's tzdata and Temporal's refuses the plan instead of storing a
 // grid `release validate` did not show.
-import { plannedGrid, quoteQualified, RefusedError, type CoverageProof } from '@genfill/contracts';
+import { errorFromPg, plannedGrid, quoteQualified, RefusedError, SQLSTATE, type CoverageProof } from '@genfill/contracts';
 import { wrapTransform } from '@genfill/transform';
 import { carryPartitions } from './carry.ts';
 import {
@@ -119,13 +119,14 @@ async function createLayout(conn: Conn, release: ReleaseRow): Promise<void> {
     try {
       await createTargetView(conn, release.dataset);
     } catch (err) {
-      const code = (err as { code?: string }).code;
-      if (code === '42P07') throw new RefusedError(`${(err as Error).message} (target.table of ${release.id})`);
-      if (code === '42501') {
-        const schema = spec.target.table.split('.')[0];
-        throw new RefusedError(`genfill_owner may not create the view ${spec.target.table}: GRANT CREATE ON SCHEMA ${schema} TO genfill_owner, then plan again`);
-      }
-      throw err;
+      throw errorFromPg(err, {
+        release: release.id,
+        messages: {
+          [SQLSTATE.duplicateTable]: (e) => `${e.message} (target.table of ${release.id})`,
+          [SQLSTATE.insufficientPrivilege]: () =>
+            `genfill_owner may not create the view ${spec.target.table}: GRANT CREATE ON SCHEMA ${spec.target.table.split('.')[0]} TO genfill_owner, then plan again`,
+        },
+      });
     }
   }
 }

@@ -2,12 +2,14 @@
 // only those in GENFILL_RELEASE), do what `genfill plan` does after the manifest — move it to
 // BUILDING, enqueue its unfinished partitions, re-apply the operator's queue pause. It is the
 // reason a Redis that lost every key, or a job BullMQ gave up on, heals without an operator.
-// It also executes the people's `plan` (and, wired by its entry point, `repair`) requests: between rounds
-// it looks for one every second, and runs it with the requester as the principal.
+// It also executes the people's `plan` and `repair` requests (contracts' REQUEST_KINDS; `repair`
+// comes from @genfill/builder, which the entry point wires: the builder's tests plan with this
+// package): between rounds it looks for one every second, and runs it with the requester as the
+// principal.
 import type { Config, ReleaseState } from '@genfill/contracts';
 import { createMetricsRegistry, plannerMetrics, type Logger, type PlannerMetrics, type Registry } from '@genfill/observability';
 import { createServiceRedis, redisAnswers, warnIfEvicting, withDeadline, type Dispatcher, type Redis } from '@genfill/queue';
-import { assertSchemaCurrent, createPool, serveRequests, waitServingRequests, type Db, type RequestHandlers } from '@genfill/registry';
+import { assertSchemaCurrent, createPool, serveRequests, waitServingRequests, type Db, type ServiceHandlers } from '@genfill/registry';
 import { dispatchRelease, planAndDispatch, startBuilding } from './dispatch.ts';
 
 export interface ReleaseRound {
@@ -103,16 +105,17 @@ export interface PlannerServiceOptions {
    * (@genfill/service, apps/planner) serves it on GENFILL_METRICS_PORT with /healthz and /readyz.
    */
   registry?: Registry;
-  /**
-   * More requests this service executes besides `plan`: the entry point wires `repair` from
-   * @genfill/builder (which the planner package does not depend on).
-   */
-  requestHandlers?: RequestHandlers;
+  /** The planner's requests besides `plan`, which it runs itself: `repair` from @genfill/builder. */
+  requestHandlers: PlannerWiredHandlers;
 }
 
-/** What the planner executes for a person: `genfill plan` as a request. */
-export function plannerRequestHandlers(dispatcher: Dispatcher): RequestHandlers {
+/** The planner's kinds whose handlers its entry point wires in. */
+export type PlannerWiredHandlers = Omit<ServiceHandlers<'planner'>, 'plan'>;
+
+/** What the planner executes for a person: `genfill plan`, and `genfill repair` as wired. */
+export function plannerRequestHandlers(dispatcher: Dispatcher, wired: PlannerWiredHandlers): ServiceHandlers<'planner'> {
   return {
+    ...wired,
     plan: async (db, req) => ({ result: await planAndDispatch(db, req.release, () => Promise.resolve(dispatcher)) }),
   };
 }
@@ -140,7 +143,7 @@ export async function runPlannerService(opts: PlannerServiceOptions): Promise<Pl
       { intervalSeconds: opts.intervalSeconds, prefix: config.GENFILL_QUEUE_PREFIX, releases: config.GENFILL_RELEASE ?? 'all open' },
       'planner started',
     );
-    const handlers = { ...plannerRequestHandlers(dispatcher), ...opts.requestHandlers };
+    const handlers = plannerRequestHandlers(dispatcher, opts.requestHandlers);
     const worker = `planner:${process.pid}`;
     const serve = () => serveRequests(db, { handlers, worker, log, signal: opts.signal }).catch((err) => log.error({ err }, 'serving requests failed; trying again'));
     while (!opts.signal?.aborted) {

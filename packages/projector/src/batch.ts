@@ -14,6 +14,7 @@
 // applied after a newer one is a no-op whatever order batches take them in.
 import type pg from 'pg';
 import { formatSnapshot, newEventsStatement, parseSnapshot } from '@genfill/capture';
+import { isPgError, type PgError, pgErrorCode, SQLSTATE } from '@genfill/contracts';
 import type { Db } from '@genfill/registry';
 import { loadDataset, type ProjectedDataset } from './dataset.ts';
 import { applyStatement, applyStep, dependencyChangedStatement, EVENTS_TABLE, type Applied, type ApplyCounts, type ApplyRow } from './statement.ts';
@@ -54,15 +55,9 @@ export type BatchOutcome =
   | { kind: 'poison'; dataset: string; generation: string; key: Record<string, unknown>; eventId: string; revision: string; error: string }
   | { kind: 'timeout'; dataset: string; maxEvents: number };
 
-interface PgError {
-  code?: string;
-  message: string;
-}
-
 /** Errors of the apply that name a bad event (the transform's or the table's refusal), not the database's state. */
 function isPoisonError(e: PgError): boolean {
-  const c = e.code ?? '';
-  return /^(21|22|23|2F|38|39|42|P0)/.test(c) && c !== '40001' && c !== '40P01';
+  return /^(21|22|23|2F|38|39|42|P0)/.test(e.code);
 }
 
 /** The prefix S' of S that holds about `maxEvents` events past F, or null when (F, S] is small enough. */
@@ -168,13 +163,12 @@ export async function runBatch(db: Db, dataset: string, o: BatchOptions): Promis
         },
       });
     } catch (err) {
-      const e = err as PgError;
       // Staging failed: no savepoint to search for a poison event from.
-      if (!saved) throw err;
-      if (e.code === '57014') return { kind: 'timeout', dataset, maxEvents: o.maxEvents };
-      if (!isPoisonError(e)) throw err;
+      if (!saved || !isPgError(err)) throw err;
+      if (err.code === SQLSTATE.queryCanceled) return { kind: 'timeout', dataset, maxEvents: o.maxEvents };
+      if (!isPoisonError(err)) throw err;
       await conn.query('ROLLBACK TO SAVEPOINT gf_apply');
-      const p = await findPoison(conn, ds, e.message);
+      const p = await findPoison(conn, ds, err.message);
       if (!p) throw err;
       return { kind: 'poison', dataset, generation: ds.generation, ...p };
     }
@@ -231,9 +225,10 @@ export async function runBatch(db: Db, dataset: string, o: BatchOptions): Promis
       ms: performance.now() - started,
     };
   } catch (err) {
-    const e = err as PgError;
-    if (e.code === '40001' || e.code === '40P01' || e.code === '55P03') {
-      return { kind: 'fenced', dataset, reason: e.code === '40001' ? `a row of the tail changed under the batch's snapshot (${e.message})` : e.message };
+    const code = pgErrorCode(err);
+    if (code === SQLSTATE.serializationFailure || code === SQLSTATE.deadlockDetected || code === SQLSTATE.lockNotAvailable) {
+      const message = (err as Error).message;
+      return { kind: 'fenced', dataset, reason: code === SQLSTATE.serializationFailure ? `a row of the tail changed under the batch's snapshot (${message})` : message };
     }
     throw err;
   } finally {

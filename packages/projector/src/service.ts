@@ -12,7 +12,7 @@ import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '@genfill/contracts';
 import { createMetricsRegistry, serveMetrics, type Logger, type MetricsServer, type Registry } from '@genfill/observability';
-import { assertSchemaCurrent, createPool, serveRequests, type Db, type RequestHandlers } from '@genfill/registry';
+import { assertSchemaCurrent, createPool, serveRequests, type Db, type RequestHandlers, type ServiceHandlers } from '@genfill/registry';
 import { runBatch, type BatchOutcome, type Lease } from './batch.ts';
 import { projectableDatasets } from './dataset.ts';
 import { projectorStatus } from './lag.ts';
@@ -174,7 +174,7 @@ export async function projectDataset(
  * lease period: the requests it executes for people, and a round run before each discovery.
  */
 export type ProjectorExtension = (ctx: { holder: string; leaseMs: number; log: Logger; datasets?: string[] }) => {
-  handlers: RequestHandlers;
+  handlers: ServiceHandlers<'projector'>;
   round?: (db: Db) => Promise<void>;
 };
 
@@ -203,7 +203,7 @@ export async function runProjectorService(opts: ProjectorServiceOptions): Promis
     const discoverMs = opts.discoverMs ?? PROJECTOR_DEFAULTS.discoverMs;
     log.info({ id, datasets: opts.datasets ?? 'all', metricsPort: metricsServer?.port ?? null }, 'projector started');
     const leaseMs = opts.leaseMs ?? PROJECTOR_DEFAULTS.leaseMs;
-    const extension = opts.extension?.({ holder: id, leaseMs, log, datasets: opts.datasets }) ?? { handlers: {} };
+    const extension: { handlers: RequestHandlers; round?: (db: Db) => Promise<void> } = opts.extension?.({ holder: id, leaseMs, log, datasets: opts.datasets }) ?? { handlers: {} };
     while (!opts.signal?.aborted) {
       try {
         // Requests under the projector's lease period: a holder SIGKILLed mid-cutover is replaced within it.

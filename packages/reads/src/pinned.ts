@@ -11,7 +11,7 @@
 // `genfill read`, GET /datasets/:ds/rows and applications (openPinnedRead) use this.
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { InvalidInputError, RefusedError, UnknownDatasetError, type Problem } from '@genfill/contracts';
+import { InvalidInputError, NotFoundError, pgErrorCode, RefusedError, UnknownDatasetError, type Problem } from '@genfill/contracts';
 import {
   asPrincipal,
   type Conn,
@@ -21,7 +21,7 @@ import {
   parentExists,
   qualifiedParent,
   releaseReaderLease,
-  takeReaderLease,
+  takeReaderLease as takeLease,
   withTransaction,
 } from '@genfill/registry';
 import { type Cursor, decodeCursor, encodeCursor } from './cursor.ts';
@@ -138,7 +138,20 @@ function transaction<T>(db: Db, principal: string | null | undefined, fn: (conn:
 
 /** SQLSTATE class 22 (data exception): a key value that does not fit its column's type. */
 function isDataException(err: unknown): boolean {
-  return typeof (err as { code?: unknown })?.code === 'string' && (err as { code: string }).code.startsWith('22');
+  return pgErrorCode(err)?.startsWith('22') === true;
+}
+
+/**
+ * Take or extend the lease on the generation the reader named (or the active one): a
+ * generation the registry does not know (NotFoundError) is the reader's bad input, named.
+ */
+async function takeReaderLease(conn: Conn, l: Parameters<typeof takeLease>[1]): Promise<Date> {
+  try {
+    return await takeLease(conn, l);
+  } catch (err) {
+    if (err instanceof NotFoundError) throw new InvalidInputError([{ path: 'generation', message: err.message }], { cause: err });
+    throw err;
+  }
 }
 
 interface Fetch {

@@ -12,7 +12,7 @@
 //   7. on request, the stored findings exported to an NDJSON file.
 import { dirname, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { RefusedError, type ReleaseState } from '@genfill/contracts';
+import { errorFromPg, SQLSTATE, type ReleaseState } from '@genfill/contracts';
 import type { Logger } from '@genfill/observability';
 import { DATA_SCHEMA, generationTable, type Conn, type Db } from '@genfill/registry';
 import { Bisector, type BisectResult } from './bisect.ts';
@@ -182,13 +182,12 @@ export async function reconcile(db: Db, releaseId: string, opts: ReconcileOption
       summary,
     };
   } catch (err) {
-    if ((err as { code?: string }).code === '42501') {
-      throw new RefusedError(
-        `your login may not read everything a reconciliation reads (${(err as Error).message}): run genfill reconcile as a member of genfill_owner`,
-        { cause: err },
-      );
-    }
-    throw err;
+    throw errorFromPg(err, {
+      release: releaseId,
+      messages: {
+        [SQLSTATE.insufficientPrivilege]: (e) => `your login may not read everything a reconciliation reads (${e.message}): run genfill reconcile as a member of genfill_owner`,
+      },
+    });
   } finally {
     await writer?.close();
     await exported?.discard();

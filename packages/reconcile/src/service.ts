@@ -18,7 +18,7 @@ import { RefusedError, type Config } from '@genfill/contracts';
 import type { Logger, Registry } from '@genfill/observability';
 import { createServiceRedis, type Redis } from '@genfill/queue';
 import { HorizonHistory, housekeepingMetrics, type HousekeepingOptions, housekeepingRound, type HousekeepingResult } from '@genfill/retention';
-import { assertSchemaCurrent, createPool, serveRequests, waitServingRequests, type Db, type RequestHandlers } from '@genfill/registry';
+import { assertSchemaCurrent, createPool, serveRequests, waitServingRequests, type Db, type ServiceHandlers } from '@genfill/registry';
 import { reconcileIncremental } from './incremental.ts';
 import { reconcile, type ReconcileOptions, type ReconcileResult } from './reconcile.ts';
 
@@ -61,11 +61,11 @@ export async function reconcilingRound(db: Db, log: Logger, opts: { reconcile?: 
  * What the reconciler executes for a person: `genfill reconcile` as a request. The findings
  * go to the registry only; the requesting CLI exports them on its own machine.
  */
-export function reconcilerRequestHandlers(options: ServiceReconcileOptions = {}): RequestHandlers {
+export function reconcilerRequestHandlers(options: ServiceReconcileOptions = {}): ServiceHandlers<'reconciler'> {
   const { findingsDir: _none, ...rest } = options;
   return {
     reconcile: async (db, req) => ({
-      result: (req.args as { incremental?: boolean }).incremental ? await reconcileIncremental(db, req.release) : await reconcile(db, req.release, rest),
+      result: req.args.incremental ? await reconcileIncremental(db, req.release) : await reconcile(db, req.release, rest),
     }),
   };
 }

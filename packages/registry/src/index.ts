@@ -78,7 +78,7 @@ export {
   type ThrottleDecisionSummary,
 } from './status.ts';
 export { casTransition, commitPartition, type PartitionCommit, setThrottlePause } from './transitions.ts';
-export { asPrincipal, approveVerb, type ApproveRow, cancelReleaseVerb, operatorPauseVerb, submitReleaseVerb, verbError } from './verbs.ts';
+export { asPrincipal, approveVerb, type ApproveRow, cancelReleaseVerb, operatorPauseVerb, submitReleaseVerb } from './verbs.ts';
 export {
   awaitRequest,
   claimRequest,
@@ -86,12 +86,15 @@ export {
   finishRequest,
   getRequest,
   isServiceLogin,
+  requestError,
+  type RequestHandler,
   type RequestHandlers,
-  type RequestKind,
+  type RequestOf,
   type RequestOutcome,
   type RequestRow,
-  type StoredError,
+  type RequestState,
   serveRequests,
+  type ServiceHandlers,
   submitRequest,
   waitServingRequests,
 } from './requests.ts';

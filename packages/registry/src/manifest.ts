@@ -1,6 +1,6 @@
 // The manifest of a release: its build partitions (the grid, computed by the database), carry
 // chunks, the coverage proof re-derived from the stored rows, and the dependency pins.
-import { RefusedError, type CoverageProof, type GridPartition, type GridSteps } from '@genfill/contracts';
+import { pgErrorCode, RefusedError, SQLSTATE, type CoverageProof, type GridPartition, type GridSteps } from '@genfill/contracts';
 import type { Conn } from './db.ts';
 
 export interface PartitionRow {
@@ -57,7 +57,9 @@ export async function insertGrid(
   try {
     await conn.query(`SELECT set_config('TimeZone', $1, true)`, [g.timezone]);
   } catch (err) {
-    if ((err as { code?: string }).code !== '22023') throw err;
+    // Not contracts' table: here 22023 is PostgreSQL refusing TimeZone (its tzdata lacks the
+    // zone), a precondition of the server rather than the caller's bad input.
+    if (pgErrorCode(err) !== SQLSTATE.invalidParameterValue) throw err;
     throw new RefusedError(
       `PostgreSQL does not know the time zone ${g.timezone} of release ${g.release} (${(err as Error).message}): update the server's tzdata or choose another zone, then plan again`,
       { cause: err },

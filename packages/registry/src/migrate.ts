@@ -3,11 +3,13 @@
 // (graphile-worker's migrate.ts does the same). A database newer than this code is refused.
 // Then, in the same transaction, every SQL function file (sql/functions/*.sql: one current
 // definition per function, idempotent) is applied and its sha256 recorded; the other commands
-// refuse a database whose recorded files are not this code's (sql/README.md).
+// refuse a database whose recorded files are not this code's (sql/README.md). Last, the
+// request kinds: genfill.request_kinds is made equal to the code's registry (contracts'
+// REQUEST_KINDS), and the other commands refuse a database whose kinds differ.
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { SchemaVersionError } from '@genfill/contracts';
+import { REQUEST_KIND_NAMES, SchemaVersionError, serviceOf } from '@genfill/contracts';
 import { withTransaction, type Conn, type Db } from './db.ts';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../migrations/', import.meta.url));
@@ -86,6 +88,8 @@ export interface MigrateResult {
   version: number;
   /** Function files whose content this run applied for the first time. */
   functions: string[];
+  /** How this run changed genfill.request_kinds to match the code's kinds (`+kind`, `-kind`, `~kind`). */
+  requestKinds: string[];
 }
 
 interface RecordedFile {
@@ -131,6 +135,53 @@ async function applyFunctionFiles(conn: Conn, all: boolean): Promise<string[]> {
     [files.map((f) => f.name), files.map((f) => f.sha256)],
   );
   return rows.map((r) => r.name).sort();
+}
+
+interface KindRow {
+  kind: string;
+  service: string;
+}
+
+async function recordedRequestKinds(conn: Conn): Promise<KindRow[]> {
+  return (await conn.query<KindRow>('SELECT kind, service FROM genfill.request_kinds ORDER BY kind')).rows;
+}
+
+/** How genfill.request_kinds differs from the code's kinds (`+kind` missing, `-kind` unknown, `~kind` another service). */
+function requestKindDrift(recorded: KindRow[]): string[] {
+  const db = new Map(recorded.map((k) => [k.kind, k.service]));
+  return [
+    ...REQUEST_KIND_NAMES.filter((k) => !db.has(k)).map((k) => `+${k}`),
+    ...recorded.filter((k) => !(REQUEST_KIND_NAMES as string[]).includes(k.kind)).map((k) => `-${k.kind}`),
+    ...REQUEST_KIND_NAMES.filter((k) => db.has(k) && db.get(k) !== serviceOf(k)).map((k) => `~${k}`),
+  ].sort();
+}
+
+/**
+ * Make genfill.request_kinds the code's kinds, writing only when they differ (a migrate that
+ * changes nothing takes no lock on it). A kind the code no longer knows is deleted; while
+ * requests of it are recorded, the foreign key refuses — say so, rather than losing them.
+ */
+async function syncRequestKinds(conn: Conn): Promise<string[]> {
+  const drift = requestKindDrift(await recordedRequestKinds(conn));
+  if (drift.length === 0) return [];
+  const gone = drift.filter((d) => d.startsWith('-')).map((d) => d.slice(1));
+  const { rows: held } = await conn.query<{ kind: string; n: number }>(
+    'SELECT kind, count(*)::int AS n FROM genfill.requests WHERE kind = ANY($1::text[]) GROUP BY kind ORDER BY kind',
+    [gone],
+  );
+  if (held.length > 0) {
+    throw new SchemaVersionError(
+      `genfill.requests holds requests of kinds this genfill does not know (${held.map((h) => `${h.kind}: ${h.n}`).join(', ')}): ` +
+        'run a genfill that knows them, or add a migration that archives those requests',
+    );
+  }
+  await conn.query('DELETE FROM genfill.request_kinds WHERE kind = ANY($1::text[])', [gone]);
+  await conn.query(
+    `INSERT INTO genfill.request_kinds AS k (kind, service) SELECT * FROM unnest($1::text[], $2::text[])
+     ON CONFLICT (kind) DO UPDATE SET service = EXCLUDED.service WHERE k.service <> EXCLUDED.service`,
+    [REQUEST_KIND_NAMES, REQUEST_KIND_NAMES.map(serviceOf)],
+  );
+  return drift;
 }
 
 /** How the recorded function files differ from this code's, or null when they are the same. */
@@ -183,7 +234,8 @@ export async function migrate(db: Db): Promise<MigrateResult> {
       done.push(m.name);
     }
     const functions = await applyFunctionFiles(conn, done.length > 0);
-    return { applied: done, version: known.length, functions };
+    const requestKinds = await syncRequestKinds(conn);
+    return { applied: done, version: known.length, functions, requestKinds };
   });
 }
 
@@ -206,6 +258,10 @@ export async function assertSchemaCurrent(db: Db): Promise<void> {
       throw new SchemaVersionError(
         `the registry's SQL functions are not this genfill's (${drift}): run \`genfill migrate\``,
       );
+    }
+    const kinds = requestKindDrift(await recordedRequestKinds(conn));
+    if (kinds.length > 0) {
+      throw new SchemaVersionError(`the registry's request kinds are not this genfill's (${kinds.join(', ')}): run \`genfill migrate\``);
     }
   } finally {
     conn.release();

@@ -1,31 +1,20 @@
 // Reader leases (migration 0016, SPEC invariant 12): every page of a pinned read takes or
 // extends its holder's lease on the generation it reads, through genfill.reader_lease — the
 // only writer of genfill.reader_leases. Here are its callers, the one reading of the table
-// (`genfill status --dataset`, retention) and the one mapping of what the function raises.
-import { GenerationGoneError, InvalidInputError } from '@genfill/contracts';
+// (`genfill status --dataset`, retention).
+import { errorFromPg } from '@genfill/contracts';
 import type { Conn, Db } from './db.ts';
-import { verbError } from './verbs.ts';
 
 /** Five minutes past each page, unless GENFILL_READER_LEASE_TTL says otherwise. */
 export const DEFAULT_READER_LEASE_MS = 300_000;
 
-interface PgError {
-  code?: string;
-  message: string;
-  detail?: string;
-}
-
 /**
- * What genfill.reader_lease raised, as a named error: GFG01 a gone generation (its reason
- * from the registry), GFN01 an unknown dataset or generation (bad input: the reader named
- * it), 22023 a bad holder or TTL; anything else as the verbs map it.
+ * What genfill.reader_lease raised, as a named error (contracts' table): GFG01 a gone
+ * generation (GenerationGoneError with the registry's reason), GFN01 an unknown dataset or
+ * generation (NotFoundError), 22023 a bad holder or TTL (InvalidInputError at `lease`).
  */
 export function readerLeaseError(err: unknown, dataset: string, generation: string): unknown {
-  const e = err as PgError;
-  if (e?.code === 'GFG01') return new GenerationGoneError(dataset, generation, e.detail ?? null, e.message, { cause: err });
-  if (e?.code === 'GFN01') return new InvalidInputError([{ path: 'generation', message: e.message }], { cause: err });
-  if (e?.code === '22023') return new InvalidInputError([{ path: 'lease', message: e.message }], { cause: err });
-  return verbError(err);
+  return errorFromPg(err, { dataset, generation, input: 'lease' });
 }
 
 /** Take or extend `holder`'s lease on a readable generation; returns the new expiry. */

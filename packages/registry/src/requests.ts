@@ -4,37 +4,55 @@
 // claim is a lease: a RUNNING request whose executor died is taken again (every kind is safe
 // to run twice), and every later write of the request is fenced on `claimed_by`.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { GenfillError, InvalidInputError, type ExitCode, type Problem } from '@genfill/contracts';
+import {
+  errorFromPg,
+  type ExitCode,
+  fromStoredError,
+  type GenfillError,
+  type KindsOf,
+  parseRequestArgs,
+  type RequestArgs,
+  type RequestKind,
+  type RequestService,
+  type StoredError,
+  toStoredError,
+} from '@genfill/contracts';
 import { poolAs, type Conn, type Db } from './db.ts';
-import { verbError } from './verbs.ts';
 
-export type RequestKind = 'plan' | 'reconcile' | 'repair' | 'seal' | 'unseal' | 'catchup' | 'cutover' | 'rollback';
 export type RequestState = 'PENDING' | 'RUNNING' | 'DONE' | 'FAILED';
 
+/** A request as genfill.requests holds it: its arguments as sent, untrusted until parsed. */
 export interface RequestRow {
   id: string;
   kind: RequestKind;
   release: string;
-  args: Record<string, unknown>;
+  args: unknown;
   principal: string;
   state: RequestState;
   claimed_by: string | null;
   attempts: number;
   exit_code: number | null;
   result: unknown;
+  /** The error a FAILED request raised, with its class, code and fields (contracts' StoredError). */
   error: StoredError | null;
   progress: unknown;
   created_at: Date;
   finished_at: Date | null;
 }
 
-/** An error as a request stores it, enough to raise the same exit code and message again. */
-export interface StoredError {
-  name: string;
-  message: string;
-  exitCode: ExitCode;
-  problems?: Problem[];
+/** A claimed request whose arguments parsed as its kind's: what a handler receives. */
+export type RequestOf<K extends RequestKind> = Omit<RequestRow, 'kind' | 'args'> & { kind: K; args: RequestArgs<K> };
+
+export interface RequestOutcome {
+  result: unknown;
+  exitCode?: ExitCode;
 }
+
+export type RequestHandler<K extends RequestKind> = (db: Db, req: RequestOf<K>) => Promise<RequestOutcome>;
+/** A handler for every kind service `S` runs: a kind of `S` without one is a type error. */
+export type ServiceHandlers<S extends RequestService> = { [K in KindsOf<S>]: RequestHandler<K> };
+/** What a serving loop runs: any of the kinds, each with its own handler. */
+export type RequestHandlers = { [K in RequestKind]?: RequestHandler<K> };
 
 const COLUMNS = ['kind', 'release', 'args', 'principal', 'state', 'claimed_by', 'attempts', 'exit_code', 'result', 'error', 'progress', 'created_at', 'finished_at'];
 /** The request's columns, qualified by `alias` when given. */
@@ -46,12 +64,14 @@ export async function isServiceLogin(conn: Conn | Db): Promise<boolean> {
   return rows[0]!.ok;
 }
 
-export async function submitRequest(conn: Conn | Db, q: { kind: RequestKind; release: string; args?: Record<string, unknown> }): Promise<string> {
+/** Ask for a `kind` request (genfill.request, checked by its grants); its arguments are parsed first. */
+export async function submitRequest<K extends RequestKind>(conn: Conn | Db, q: { kind: K; release: string; args: RequestArgs<K> }): Promise<string> {
+  const args = parseRequestArgs(q.kind, q.args);
   try {
-    const { rows } = await conn.query<{ id: string }>('SELECT genfill.request($1, $2, $3)::text AS id', [q.kind, q.release, JSON.stringify(q.args ?? {})]);
+    const { rows } = await conn.query<{ id: string }>('SELECT genfill.request($1, $2, $3)::text AS id', [q.kind, q.release, JSON.stringify(args)]);
     return rows[0]!.id;
   } catch (err) {
-    throw verbError(err);
+    throw errorFromPg(err, { release: q.release });
   }
 }
 
@@ -87,11 +107,13 @@ export async function renewRequest(db: Db, q: { id: string; worker: string; leas
   return res.rowCount === 1;
 }
 
-export function storedError(err: unknown): StoredError {
-  if (err instanceof GenfillError) {
-    return { name: err.name, message: err.message, exitCode: err.exitCode, ...(err instanceof InvalidInputError ? { problems: err.problems } : {}) };
-  }
-  return { name: (err as Error)?.name ?? 'Error', message: (err as Error)?.message ?? String(err), exitCode: 1 };
+/**
+ * The error a FAILED request raised, rebuilt as its own class (or its nearest known one):
+ * the exit code and HTTP status it would have had in-process. It carries the request's id.
+ */
+export function requestError(req: Pick<RequestRow, 'id' | 'error' | 'exit_code'>): GenfillError {
+  const stored = req.error ?? { message: `request #${req.id} failed`, exitCode: (req.exit_code ?? 1) as ExitCode };
+  return fromStoredError(stored, req.id);
 }
 
 /** Record the outcome, fenced on the claim; false when another executor took the request over. */
@@ -100,7 +122,7 @@ export async function finishRequest(
   q: { id: string; worker: string } & ({ result: unknown; exitCode?: ExitCode } | { error: unknown }),
 ): Promise<boolean> {
   const failed = 'error' in q;
-  const error = failed ? storedError(q.error) : null;
+  const error = failed ? toStoredError(q.error) : null;
   const res = await db.query(
     `UPDATE genfill.requests SET state = $3, exit_code = $4, result = $5, error = $6, finished_at = clock_timestamp(), lease_expires_at = NULL
       WHERE id = $1 AND claimed_by = $2 AND state = 'RUNNING'`,
@@ -116,37 +138,41 @@ export async function finishRequest(
   return res.rowCount === 1;
 }
 
-export interface RequestOutcome {
-  result: unknown;
-  exitCode?: ExitCode;
-}
-
 /**
- * Run one claimed request: `handler` gets a pool whose writes record the requester as the
- * principal; the lease is renewed while it runs; the outcome (or the error, with its exit
- * code) is recorded fenced on the claim. Errors of the handler are recorded, not thrown.
+ * Run one claimed request: its arguments are parsed as its kind's first — a payload that does
+ * not parse fails the request as InvalidInputError (exit 2) and the handler never runs; then
+ * `handler` gets a pool whose writes record the requester as the principal; the lease is
+ * renewed while it runs; the outcome (or the error, as contracts' table names it, with its
+ * class, code and fields) is recorded fenced on the claim. Errors of the handler are recorded,
+ * not thrown.
  */
-export async function executeRequest(
+export async function executeRequest<K extends RequestKind>(
   db: Db,
-  req: RequestRow,
-  o: { worker: string; leaseMs: number; handler: (db: Db, req: RequestRow) => Promise<RequestOutcome> },
+  req: RequestRow & { kind: K },
+  o: { worker: string; leaseMs: number; handler: RequestHandler<K> },
 ): Promise<{ state: 'DONE' | 'FAILED'; recorded: boolean; error?: StoredError }> {
+  let args: RequestArgs<K>;
+  try {
+    args = parseRequestArgs(req.kind, req.args);
+  } catch (err) {
+    const recorded = await finishRequest(db, { id: req.id, worker: o.worker, error: err });
+    return { state: 'FAILED', recorded, error: toStoredError(err) };
+  }
   const as = poolAs(db, req.principal);
   const renew = setInterval(() => void renewRequest(db, { id: req.id, worker: o.worker, leaseMs: o.leaseMs }).catch(() => undefined), Math.max(1000, o.leaseMs / 3));
   try {
-    const out = await o.handler(as, req);
+    const out = await o.handler(as, { ...req, args });
     const recorded = await finishRequest(db, { id: req.id, worker: o.worker, result: out.result, exitCode: out.exitCode });
     return { state: 'DONE', recorded };
-  } catch (err) {
+  } catch (raised) {
+    const err = errorFromPg(raised, { release: req.release });
     const recorded = await finishRequest(db, { id: req.id, worker: o.worker, error: err });
-    return { state: 'FAILED', recorded, error: storedError(err) };
+    return { state: 'FAILED', recorded, error: toStoredError(err) };
   } finally {
     clearInterval(renew);
     await as.end();
   }
 }
-
-export type RequestHandlers = Partial<Record<RequestKind, (db: Db, req: RequestRow) => Promise<RequestOutcome>>>;
 
 export interface RequestLog {
   info(obj: object, msg: string): void;
@@ -168,7 +194,9 @@ export async function serveRequests(
     const req = await claimRequest(db, { kinds, worker: o.worker, leaseMs });
     if (!req) break;
     ran += 1;
-    const out = await executeRequest(db, req, { worker: o.worker, leaseMs, handler: o.handlers[req.kind]! });
+    // The kinds claimed are the handlers' keys: this request's kind has its handler.
+    const handler = o.handlers[req.kind] as RequestHandler<RequestKind>;
+    const out = await executeRequest(db, req, { worker: o.worker, leaseMs, handler });
     const fields = { request: req.id, kind: req.kind, release: req.release, principal: req.principal, state: out.state, recorded: out.recorded };
     if (out.state === 'DONE') o.log?.info(fields, `${req.kind} request done`);
     else o.log?.warn({ ...fields, error: out.error }, `${req.kind} request failed`);

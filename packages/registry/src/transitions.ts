@@ -4,7 +4,7 @@
 // row in the same transaction; a flag change is a CAS on the flag's old value, logged the
 // same way. Zero rows is a lost race, reported — never treated as success. A person's moves
 // (submit, pause, resume, cancel, approve) are verb functions in the database: verbs.ts.
-import { CasConflictError, canTransition, OPEN_STATES, RefusedError, StaleLeaseError, type ReleaseState } from '@genfill/contracts';
+import { CasConflictError, canTransition, errorFromPg, OPEN_STATES, type ReleaseState } from '@genfill/contracts';
 import type { Conn } from './db.ts';
 import { logAction, RELEASE_ACTIONS, type ReleaseAction } from './log.ts';
 
@@ -81,10 +81,7 @@ export async function commitPartition(conn: Conn, c: PartitionCommit): Promise<{
     );
     return { receiptId: rows[0]!.receipt_id, releaseBuilt: rows[0]!.release_built };
   } catch (err) {
-    const code = (err as { code?: string }).code;
-    if (code === 'GFS01') throw new StaleLeaseError(c.release, c.partition, c.attempt);
-    if (code === 'GFR01') throw new RefusedError((err as Error).message, { cause: err });
-    throw err;
+    throw errorFromPg(err, { release: c.release, partition: c.partition, attempt: c.attempt });
   }
 }
 

@@ -1,47 +1,15 @@
 // A person's state change is a verb function in the database (migration 0006): SECURITY
 // DEFINER, search_path pinned, EXECUTE granted to the role that may use it. These are their
-// callers, and the one mapping of what the functions raise onto named errors (exit 3, with
-// the function's own message, which says what to do next).
-import { NotFoundError, RangeOverlapError, RefusedError, ReleaseConflictError, type ReleaseSpec, type ReleaseState } from '@genfill/contracts';
+// callers; what the functions raise becomes a named error through contracts' one table
+// (errorFromPg), with the function's own message, which says what to do next.
+import { errorFromPg, type PgErrorContext, type ReleaseSpec, type ReleaseState } from '@genfill/contracts';
 import { withTransaction, type Conn, type Db } from './db.ts';
 
-interface PgError {
-  code?: string;
-  message: string;
-  detail?: string;
-  hint?: string;
-}
-
-/** The verb functions' refusals as named errors; anything else unchanged. */
-export function verbError(err: unknown, context: { release?: string; digest?: string } = {}): unknown {
-  const e = err as PgError;
-  switch (e?.code) {
-    case 'GFN01':
-      return new NotFoundError(e.message, { cause: err });
-    case 'GFR01':
-      return new RefusedError(e.message, { cause: err });
-    case 'GFC01':
-      return new ReleaseConflictError(context.release ?? '?', e.detail ?? '?', context.digest ?? '?');
-    case 'GFO01':
-      return new RangeOverlapError(context.release ?? '?', e.detail ?? '?', e.hint ?? '');
-    case '23P01':
-      return new RangeOverlapError(context.release ?? '?', '(a concurrent submission)', '');
-    case '42501':
-      return new RefusedError(
-        `your login may not do this (${e.message}): operators need the genfill_operator role, approvers genfill_approver ` +
-          '(README "Roles"); people change the registry only through genfill verbs',
-        { cause: err },
-      );
-    default:
-      return err;
-  }
-}
-
-async function call<T>(conn: Conn | Db, text: string, values: unknown[], context: Parameters<typeof verbError>[1] = {}): Promise<T[]> {
+async function call<T>(conn: Conn | Db, text: string, values: unknown[], context: PgErrorContext = {}): Promise<T[]> {
   try {
     return (await conn.query(text, values)).rows as T[];
   } catch (err) {
-    throw verbError(err, context);
+    throw errorFromPg(err, context);
   }
 }
 

@@ -20,6 +20,7 @@
 // horizon to the current one (migration 0018): no caller can remove what is still needed.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseSnapshot } from '@genfill/capture';
+import { pgErrorCode, SQLSTATE } from '@genfill/contracts';
 import type { Logger } from '@genfill/observability';
 import type { Conn, Db } from '@genfill/registry';
 import { canSeeSessions, computeHorizon, type Horizon, type HorizonBlocker, HorizonHistory, usableHorizon } from './horizon.ts';
@@ -110,7 +111,7 @@ async function orphans(conn: OwnerConn): Promise<string[]> {
 }
 
 function isLockTimeout(err: unknown): boolean {
-  return (err as { code?: string } | null)?.code === '55P03';
+  return pgErrorCode(err) === SQLSTATE.lockNotAvailable;
 }
 
 async function detachAndDrop(

@@ -19,7 +19,7 @@
 //      past it the detach stays pending and the next round finalizes it;
 //   3. `DROP TABLE` under a short lock_timeout, then a `generation-dropped` log row.
 // Each step is idempotent: a round that dies anywhere is finished by the next.
-import { quoteIdent } from '@genfill/contracts';
+import { pgErrorCode, quoteIdent, SQLSTATE } from '@genfill/contracts';
 import type { Logger } from '@genfill/observability';
 import { type Conn, DATA_SCHEMA, type Db, qualifiedParent, withTransaction } from '@genfill/registry';
 import { type OwnerConn, OwnerConnectionError, type OwnerOptions, withOwnerConnection } from './owner.ts';
@@ -86,10 +86,6 @@ export interface RetentionRoundResult {
   owner: string | null;
 }
 
-function pgCode(err: unknown): string | undefined {
-  return (err as { code?: string } | null)?.code;
-}
-
 /** Who uses the parent now (what a DETACH … CONCURRENTLY waits for). */
 async function parentUsers(conn: OwnerConn, dataset: string): Promise<string> {
   const { rows } = await conn.query<{ who: string | null }>(
@@ -148,7 +144,7 @@ export async function retentionRound(db: Db, log: Logger, opts: RetentionOptions
       }
     } catch (err) {
       // Lost a race (a lease taken, a rollback started): the next round looks again.
-      if (pgCode(err) !== 'GFR01') throw err;
+      if (pgErrorCode(err) !== SQLSTATE.refused) throw err;
       out.kept.push({ dataset: g.dataset, generation: g.generation, retainUntil: g.retainUntil, holds: [(err as Error).message] });
       log.info({ dataset: g.dataset, generation: g.generation, err: (err as Error).message }, 'generation kept');
     }
@@ -170,12 +166,12 @@ export async function retentionRound(db: Db, log: Logger, opts: RetentionOptions
           out.dropped.push({ ...scope, bytes: g.bytes, finalized });
           log.info({ ...scope, bytes: g.bytes, finalized }, 'retired generation dropped');
         } catch (err) {
-          const code = pgCode(err);
-          if (code !== '57014' && code !== '55P03') throw err;
+          const code = pgErrorCode(err);
+          if (code !== SQLSTATE.queryCanceled && code !== SQLSTATE.lockNotAvailable) throw err;
           // statement_timeout (57014) or lock_timeout (55P03): the detach stays pending (or the
           // drop waits); the next round finishes it.
           const why =
-            `${code === '57014' ? 'the detach waits' : 'a lock wait timed out'} for transactions using ${qualifiedParent(g.dataset)}: ` +
+            `${code === SQLSTATE.queryCanceled ? 'the detach waits' : 'a lock wait timed out'} for transactions using ${qualifiedParent(g.dataset)}: ` +
             `${await parentUsers(conn, g.dataset)}; the next round finishes it`;
           out.pending.push({ ...scope, why });
           log.warn({ ...scope, why }, 'retired generation not dropped yet');

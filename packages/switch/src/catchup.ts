@@ -17,7 +17,7 @@
 // edge, ends once, in its new place and form; a delete of a key the candidate lacks is
 // remembered. Rounds and repairs of a release serialize on a per-release advisory lock.
 import { containmentMinimum, formatSnapshot, parseSnapshot } from '@genfill/capture';
-import { quoteIdent, RefusedError } from '@genfill/contracts';
+import { pgErrorCode, quoteIdent, RefusedError, SQLSTATE } from '@genfill/contracts';
 import { casTransition, qualifiedGenerationTable, RELEASE_ACTIONS, rootAgg, rowHashExpr, withTransaction, type Conn, type Db } from '@genfill/registry';
 import { applyStep, type Applied, EVENTS_TABLE, loadDataset } from '@genfill/projector';
 
@@ -120,7 +120,7 @@ export async function catchupRound(db: Db, release: string): Promise<CatchupRoun
     try {
       return await oneRound(db, release);
     } catch (err) {
-      if ((err as { code?: string }).code !== '40001' || attempt >= 5) throw err;
+      if (pgErrorCode(err) !== SQLSTATE.serializationFailure || attempt >= 5) throw err;
     }
   }
 }

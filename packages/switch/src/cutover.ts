@@ -16,13 +16,13 @@
 // mismatch in the tail does the same and moves the release to RECONCILIATION_REQUIRED with the
 // keys (exit 4).
 import { hostname } from 'node:os';
-import { ReconciliationRequiredError, RefusedError } from '@genfill/contracts';
+import { ReconciliationRequiredError, RefusedError, SwitchRefusedError } from '@genfill/contracts';
 import type { ApplyCounts } from '@genfill/projector';
 import { verifyTail, type TailCheck, type TailMismatch } from '@genfill/reconcile';
 import { casTransition, RELEASE_ACTIONS, rootAgg, rowHashExpr, type Db } from '@genfill/registry';
 import { catchupRound, type CatchupRound } from './catchup.ts';
 import { sealRelease } from './seal.ts';
-import { runSwitch, type SwitchContext, SwitchRefusal, type SwitchOperation } from './sequence.ts';
+import { runSwitch, type SwitchContext, type SwitchOperation } from './sequence.ts';
 import type { SwitchStepTime } from './switch-lease.ts';
 
 export const CUTOVER_DEFAULTS = { maxFreezeMs: 30_000, leaseMs: 10_000 } as const;
@@ -118,7 +118,8 @@ function failed(checks: CutoverCheck[]): CutoverCheck[] {
 }
 
 function precondition(checks: CutoverCheck[]): RefusedError {
-  return new SwitchRefusal(`cutover refused: ${failed(checks).map((c) => `precondition ${c.name}: ${c.detail}`).join('; ')}`);
+  const bad = failed(checks);
+  return new SwitchRefusedError('cutover', bad.map((c) => c.name).join(','), `cutover refused: ${bad.map((c) => `precondition ${c.name}: ${c.detail}`).join('; ')}`);
 }
 
 /** The root of the latest events per key in (from, to], recomputed from the log (the round's is checked against it). */
@@ -187,7 +188,7 @@ function cutoverOperation(db: Db, r: Rel, result: CutoverResult, opts: CutoverOp
     resumable: ['APPROVED', 'INGRESS_SEALED', 'CAUGHT_UP'],
     sealedBySelf: (now) => now.ingressState === 'SEALED' && now.epochRelease === release,
     async start() {
-      if (r.state === 'ACTIVE') throw new SwitchRefusal(`release ${release} is already ACTIVE: nothing to cut over`);
+      if (r.state === 'ACTIVE') throw new SwitchRefusedError('cutover', 'state', `release ${release} is already ACTIVE: nothing to cut over`);
       result.checks = await cutoverChecks(db, release);
       if (failed(result.checks).length > 0) throw precondition(result.checks);
     },
@@ -224,7 +225,7 @@ function cutoverOperation(db: Db, r: Rel, result: CutoverResult, opts: CutoverOp
       const roots = await roundRootFromLog(db, last.id);
       if (roots.stored !== roots.recomputed) {
         await ctx.undo(`the final round's catch-up root ${roots.stored} is not the one recomputed from the log (${roots.recomputed})`);
-        throw new SwitchRefusal(`cutover refused: precondition catch-up-root: round #${last.id} recorded ${roots.stored}, the log gives ${roots.recomputed}; ingress reopened`);
+        throw new SwitchRefusedError('cutover', 'catch-up-root', `cutover refused: precondition catch-up-root: round #${last.id} recorded ${roots.stored}, the log gives ${roots.recomputed}; ingress reopened`);
       }
       const post = await verifyTail(db, release, cf1!);
       const { mismatches: _, ...summary } = post;

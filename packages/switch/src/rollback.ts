@@ -17,10 +17,10 @@
 // generation (docs/projector.md).
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { RefusedError } from '@genfill/contracts';
+import { errorFromPg, NotFoundError, pgErrorCode, RefusedError, SQLSTATE, SwitchRefusedError } from '@genfill/contracts';
 import { applyStep, loadDataset, type ApplyCounts } from '@genfill/projector';
-import { verbError, withTransaction, type Db } from '@genfill/registry';
-import { moveFrontier, runSwitch, since, SwitchRefusal, SwitchRefused, type SwitchOperation } from './sequence.ts';
+import { withTransaction, type Db } from '@genfill/registry';
+import { moveFrontier, runSwitch, since, SwitchRefused, type SwitchOperation } from './sequence.ts';
 import type { SwitchStepTime } from './switch-lease.ts';
 
 export const ROLLBACK_DEFAULTS = { maxFreezeMs: 30_000, leaseMs: 10_000, tailEvents: 2_000, maxRounds: 20 } as const;
@@ -97,12 +97,12 @@ async function seal(db: Db, release: string): Promise<{ epoch: number; barrier: 
         return { epoch: Number(rows[0]!.epoch), barrier: rows[0]!.barrier };
       });
     } catch (err) {
-      if ((err as { code?: string }).code === '55P03' && attempt < 5) {
+      if (pgErrorCode(err) === SQLSTATE.lockNotAvailable && attempt < 5) {
         await sleep(backoff);
         backoff *= 2;
         continue;
       }
-      throw verbError(err, { release });
+      throw errorFromPg(err, { release });
     }
   }
 }
@@ -131,7 +131,7 @@ function rollbackOperation(db: Db, release: string, r: Rel, result: RollbackResu
     resumable: ['ACTIVE'],
     sealedBySelf: (now) => now.ingressState === 'SEALED' && now.epochRelease === release && now.sealedFrom === 'ACTIVE',
     async start() {
-      if (r.why) throw new SwitchRefusal(`rollback refused: ${r.why}`);
+      if (r.why) throw new SwitchRefusedError('rollback', 'rollback-refusal', `rollback refused: ${r.why}`);
     },
     async before(ctx) {
       // Replay, unsealed: readers of the new generation are not held up by any of it.
@@ -176,7 +176,7 @@ export async function rollbackRelease(db: Db, release: string, opts: RollbackOpt
     [release],
   );
   const r = rel[0];
-  if (!r) throw new SwitchRefusal(`release ${release} does not exist`);
+  if (!r) throw new NotFoundError(`release ${release} does not exist`);
   const result: RollbackResult = {
     release,
     dataset: r.dataset,

@@ -5,8 +5,8 @@
 // not granted in time (naming the holder when they run out), and the bounded wait for the
 // projector to pass every build watermark before B can contain them.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { RefusedError } from '@genfill/contracts';
-import { verbError, withTransaction, type Db } from '@genfill/registry';
+import { errorFromPg, LockNotAvailableError, ProjectorBehindError } from '@genfill/contracts';
+import { withTransaction, type Db } from '@genfill/registry';
 
 export interface SealOptions {
   /** Per attempt, the seal lock's lock_timeout (about a second). */
@@ -29,12 +29,6 @@ export interface SealResult {
   attempts: number;
   /** Time spent waiting for the projector to pass the watermarks. */
   waitedForProjectorMs: number;
-}
-
-interface PgError {
-  code?: string;
-  message: string;
-  detail?: string;
 }
 
 /** Who holds (or waits for) the seal lock of a dataset: pids and what they run. */
@@ -79,31 +73,34 @@ export async function sealRelease(db: Db, release: string, o: SealOptions = {}):
         waitedForProjectorMs: Math.round(performance.now() - waitStarted),
       };
     } catch (err) {
-      const e = err as PgError;
-      if (e.code === '55P03') {
+      const e = errorFromPg(err, { release });
+      if (e instanceof LockNotAvailableError) {
         if (attempts >= lockAttempts) {
           const { rows } = await db.query<{ dataset: string }>('SELECT dataset FROM genfill.releases WHERE id = $1', [release]);
           const holders = rows[0] ? await sealLockHolders(db, rows[0].dataset) : '?';
-          throw new RefusedError(
+          throw new LockNotAvailableError(
             `the seal lock of ${rows[0]?.dataset ?? '?'} was not granted within ${lockTimeoutMs} ms in ${attempts} attempts: held by ${holders}. ` +
               'Nothing was sealed; run seal again (a projector batch holds it only for its short tail — a long holder is a stuck session)',
+            { cause: err },
           );
         }
         await sleep(backoff);
         backoff = Math.min(2000, backoff * 2);
         continue;
       }
-      if (e.code === 'GFL01') {
+      if (e instanceof ProjectorBehindError) {
         if (performance.now() - waitStarted >= waitMs) {
-          throw new RefusedError(
+          throw new ProjectorBehindError(
             `${e.message}, after waiting ${Math.round(waitMs / 1000)} s: the projector is behind (or not running). Nothing was sealed; ` +
-              `see \`genfill status --dataset\` for its lag, and run seal again. Partitions: ${e.detail ?? '?'}`,
+              `see \`genfill status --dataset\` for its lag, and run seal again. Partitions: ${JSON.stringify(e.partitions) ?? '?'}`,
+            e.partitions,
+            { cause: err },
           );
         }
         await sleep(200);
         continue;
       }
-      throw verbError(err, { release });
+      throw e;
     }
   }
 }
@@ -122,6 +119,6 @@ export async function unsealRelease(db: Db, release: string, reason: string | nu
       return { release, dataset: rows[0]!.dataset, epoch: Number(rows[0]!.epoch), state: rows[0]!.state };
     });
   } catch (err) {
-    throw verbError(err, { release });
+    throw errorFromPg(err, { release });
   }
 }

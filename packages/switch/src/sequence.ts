@@ -19,18 +19,29 @@
 // dies leaves its lease to run out; the next one finishes (every step is idempotent; a switch
 // that committed is complete by construction and is only recorded) or, past the freeze bound,
 // undoes it.
-import { ReconciliationRequiredError, RefusedError } from '@genfill/contracts';
+import { pgErrorCode, ReconciliationRequiredError, RefusedError, SQLSTATE, SwitchRefusedError } from '@genfill/contracts';
 import { applyStep, loadDataset, type ApplyCounts } from '@genfill/projector';
 import { withTransaction, type Conn, type Db } from '@genfill/registry';
 import { LeaseLost, SwitchLease, type LeaseOptions } from './switch-lease.ts';
 
-/** A refusal thrown once the sequence (or the phase that threw it) undid the seal and recorded the outcome, or before a lease was taken: thrown as it is. */
-export class SwitchRefusal extends RefusedError {}
+// A SwitchRefusedError (contracts) is thrown once the sequence (or the phase that threw it)
+// undid the seal and recorded the outcome, or before a lease was taken: it goes out as it is.
 
-/** Raised in a phase or the switch: undo the seal, then refuse with this reason (a SwitchRefusal). */
-export class SwitchRefused extends Error {}
+/** Raised in a phase or the switch: undo the seal, then refuse (a SwitchRefusedError) with this reason. */
+export class SwitchRefused extends Error {
+  constructor(
+    message: string,
+    readonly check = 'switch',
+  ) {
+    super(message);
+  }
+}
 
-class FreezeExceeded extends SwitchRefused {}
+class FreezeExceeded extends SwitchRefused {
+  constructor(message: string) {
+    super(message, 'freeze');
+  }
+}
 
 export const since = (t: number) => Math.round((performance.now() - t) * 10) / 10;
 
@@ -61,7 +72,7 @@ export interface SwitchContext<S extends string> {
   state: string;
   /** The ms the freeze may still last; throws (undo, then refuse) past the bound. */
   deadline(): number;
-  /** Undo now, before throwing a refusal of the phase's own (a SwitchRefusal or a ReconciliationRequiredError). */
+  /** Undo now, before throwing a refusal of the phase's own (a SwitchRefusedError or a ReconciliationRequiredError). */
   undo(reason: string, o?: UndoOptions): Promise<number | null>;
 }
 
@@ -152,7 +163,7 @@ export async function runSwitch<S extends string, Row>(db: Db, op: SwitchOperati
   const leaseOptions = { ...op.lease, holder: o.holder, leaseMs: o.leaseMs, maxFreezeMs: o.maxFreezeMs, request: o.request };
   const onStep = o.onStep;
   let held = await SwitchLease.recover<S>(db, leaseOptions, onStep);
-  if (!held && o.recoverOnly) throw new SwitchRefusal(`no ${kind} of ${release} to recover`);
+  if (!held && o.recoverOnly) throw new SwitchRefusedError(kind, 'recover', `no ${kind} of ${release} to recover`);
   if (!held) {
     await op.start();
     held = await SwitchLease.start<S>(db, leaseOptions, onStep);
@@ -187,12 +198,12 @@ export async function runSwitch<S extends string, Row>(db: Db, op: SwitchOperati
     }
     if (lease.recovered && !op.resumable.includes(now.state)) {
       await lease.finish('ABORTED', { recovered: true, reason: `release is ${now.state}` });
-      throw new SwitchRefusal(`${kind} #${lease.id} of ${release} was recovered with the release ${now.state}: nothing to finish`);
+      throw new SwitchRefusedError(kind, 'recovered', `${kind} #${lease.id} of ${release} was recovered with the release ${now.state}: nothing to finish`);
     }
     const sealed = op.sealedBySelf(now);
     if (o.recoverOnly && !sealed) {
       await lease.finish('ABORTED', { recovered: true, reason: 'its holder died before the seal: nothing to undo' });
-      throw new SwitchRefusal(`${kind} #${lease.id} of ${release}: its holder died before the seal; recorded as aborted (run ${kind} again)`);
+      throw new SwitchRefusedError(kind, 'holder-died', `${kind} #${lease.id} of ${release}: its holder died before the seal; recorded as aborted (run ${kind} again)`);
     }
 
     let sealedAt: number;
@@ -237,8 +248,8 @@ export async function runSwitch<S extends string, Row>(db: Db, op: SwitchOperati
             try {
               row = await op.compareAndSwap(conn, ctx);
             } catch (err) {
-              const e = err as { code?: string; message: string };
-              if (e.code === 'GFR01' || e.code === 'GFS01') throw new SwitchRefused(e.message);
+              const code = pgErrorCode(err);
+              if (code === SQLSTATE.refused || code === SQLSTATE.staleLease) throw new SwitchRefused((err as Error).message);
               throw err;
             }
             const from = await op.applyFrom(conn, ctx);
@@ -258,7 +269,7 @@ export async function runSwitch<S extends string, Row>(db: Db, op: SwitchOperati
         );
         break;
       } catch (err) {
-        if ((err as { code?: string }).code === '40001' && attempt < 3) continue;
+        if (pgErrorCode(err) === SQLSTATE.serializationFailure && attempt < 3) continue;
         throw err;
       }
     }
@@ -270,16 +281,16 @@ export async function runSwitch<S extends string, Row>(db: Db, op: SwitchOperati
     return { lease, done: 'switched', barrier: ctx.barrier, closedEpoch, commit: { ...commit, freezeMs, casMs } };
   } catch (err) {
     // Already undone by the phase that threw it (or nothing to undo), or another holder's now.
-    if (err instanceof LeaseLost || err instanceof SwitchRefusal || err instanceof ReconciliationRequiredError) throw err;
+    if (err instanceof LeaseLost || err instanceof SwitchRefusedError || err instanceof ReconciliationRequiredError) throw err;
     // Anything else before the switch committed (nothing switched: its transaction rolled
     // back): undo the seal while this holder is alive.
     const known = err instanceof SwitchRefused;
     const reason = known ? (err as Error).message : `${(err as Error).message} (an error, not a precondition)`;
     const epoch = await undo(reason).catch((e: Error) => {
-      throw new SwitchRefusal(`${kind} of ${release} failed (${reason}) and undoing the seal failed too: ${e.message}; run \`genfill unseal ${release}\``);
+      throw new SwitchRefusedError(kind, 'undo', `${kind} of ${release} failed (${reason}) and undoing the seal failed too: ${e.message}; run \`genfill unseal ${release}\``);
     });
     if (!known) throw err;
-    throw new SwitchRefusal(`${kind} refused: ${reason}; ${op.reopened(epoch)}`);
+    throw new SwitchRefusedError(kind, (err as SwitchRefused).check, `${kind} refused: ${reason}; ${op.reopened(epoch)}`);
   } finally {
     await lease.close();
   }

@@ -5,7 +5,7 @@
 // barrier).
 import type { Logger } from '@genfill/observability';
 import type { ProjectorExtension } from '@genfill/projector';
-import type { Db, RequestHandlers } from '@genfill/registry';
+import type { Db, ServiceHandlers } from '@genfill/registry';
 import { catchupCandidates, catchupRound } from './catchup.ts';
 import { cutoverRelease } from './cutover.ts';
 import { rollbackRelease } from './rollback.ts';
@@ -20,12 +20,11 @@ export interface SwitchServiceOptions {
 }
 
 /** The seal, unseal, catch-up, cutover and rollback requests the projector service executes for a person. */
-export function switchRequestHandlers(o: { holder?: string; leaseMs?: number } & SwitchServiceOptions = {}): RequestHandlers {
+export function switchRequestHandlers(o: { holder?: string; leaseMs?: number } & SwitchServiceOptions = {}): ServiceHandlers<'projector'> {
   return {
     rollback: async (db, req) => {
-      const a = req.args as { maxFreezeMs?: number };
       const r = await rollbackRelease(db, req.release, {
-        ...(a.maxFreezeMs ? { maxFreezeMs: Number(a.maxFreezeMs) } : {}),
+        ...(req.args.maxFreezeMs ? { maxFreezeMs: req.args.maxFreezeMs } : {}),
         request: req.id,
         ...(o.holder ? { holder: `${o.holder}:request-${req.id}` } : {}),
         ...(o.leaseMs ? { leaseMs: o.leaseMs } : {}),
@@ -34,10 +33,9 @@ export function switchRequestHandlers(o: { holder?: string; leaseMs?: number } &
       return { result: r };
     },
     cutover: async (db, req) => {
-      const a = req.args as { dryRun?: boolean; maxFreezeMs?: number };
       const r = await cutoverRelease(db, req.release, {
-        dryRun: a.dryRun === true,
-        ...(a.maxFreezeMs ? { maxFreezeMs: Number(a.maxFreezeMs) } : {}),
+        dryRun: req.args.dryRun === true,
+        ...(req.args.maxFreezeMs ? { maxFreezeMs: req.args.maxFreezeMs } : {}),
         request: req.id,
         ...(o.holder ? { holder: `${o.holder}:request-${req.id}` } : {}),
         ...(o.leaseMs ? { leaseMs: o.leaseMs } : {}),
@@ -45,8 +43,8 @@ export function switchRequestHandlers(o: { holder?: string; leaseMs?: number } &
       });
       return { result: r, exitCode: r.ok ? 0 : 3 };
     },
-    seal: async (db, req) => ({ result: await sealRelease(db, req.release, (req.args as { waitMs?: number }).waitMs ? { waitForProjectorMs: Number((req.args as { waitMs: number }).waitMs) } : {}) }),
-    unseal: async (db, req) => ({ result: await unsealRelease(db, req.release, ((req.args as { reason?: string }).reason ?? null) as string | null) }),
+    seal: async (db, req) => ({ result: await sealRelease(db, req.release, req.args.waitMs ? { waitForProjectorMs: req.args.waitMs } : {}) }),
+    unseal: async (db, req) => ({ result: await unsealRelease(db, req.release, req.args.reason) }),
     catchup: async (db, req) => ({ result: await catchupRound(db, req.release) }),
   };
 }

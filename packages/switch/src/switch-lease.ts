@@ -5,10 +5,9 @@
 // pauses around the switch transaction, which updates the same row and must not find it
 // changed under its snapshot.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { RefusedError } from '@genfill/contracts';
+import { pgErrorCode, RefusedError, SQLSTATE, type SwitchKind } from '@genfill/contracts';
 import type { Db } from '@genfill/registry';
 
-export type SwitchKind = 'cutover' | 'rollback';
 
 /** Raised at a step once another holder took the lease over: this holder stops, undoing nothing. */
 export class LeaseLost extends RefusedError {}
@@ -99,7 +98,7 @@ export class SwitchLease<S extends string = string> {
       );
       return new SwitchLease<S>(db, rows[0]!.id, o.holder, o.kind, o.release, o.maxFreezeMs, false, o.leaseMs, onStep).renew();
     } catch (err) {
-      if ((err as { code?: string }).code === '23505') throw new RefusedError(`another cutover or rollback of dataset ${o.dataset} started meanwhile: one at a time`);
+      if (pgErrorCode(err) === SQLSTATE.uniqueViolation) throw new RefusedError(`another cutover or rollback of dataset ${o.dataset} started meanwhile: one at a time`);
       throw err;
     }
   }

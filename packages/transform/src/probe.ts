@@ -40,6 +40,8 @@ export interface ProbeResult {
   volatileFunctions: string[];
   /** Every relation the transform reads, the source table included, schema-qualified. */
   relations: string[];
+  /** The problems (also in `problems`) of relations read but not declared in dependencies. */
+  undeclared: Problem[];
 }
 
 interface Relation {
@@ -59,7 +61,7 @@ const STATEMENT_TIMEOUT = '30s';
  * connection, timeouts) throw.
  */
 export async function probeTransform(client: ClientBase, opts: ProbeOptions): Promise<ProbeResult> {
-  const result: ProbeResult = { problems: [], columns: [], volatileFunctions: [], relations: [] };
+  const result: ProbeResult = { problems: [], columns: [], volatileFunctions: [], relations: [], undeclared: [] };
   const problem = (path: string, message: string): void => void result.problems.push({ path, message });
 
   const source = await resolveRelation(client, opts.sourceTable, 'source.table', 'source table', problem);
@@ -263,6 +265,7 @@ async function inspectView(
       );
     } else if (!allowed.has(rel.oid)) {
       problem(TRANSFORM_PATH, `reads ${rel.name}, which is not declared in dependencies`);
+      result.undeclared.push(result.problems.at(-1)!);
     }
   }
 }

@@ -17,6 +17,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
             ? `registry schema is current (version ${result.version})`
             : `applied ${result.applied.join(', ')}; registry schema at version ${result.version}`,
         );
+        if (result.requestKinds.length > 0) ctx.io.out(`request kinds made this genfill's: ${result.requestKinds.join(', ')}`);
       }),
     );
 }

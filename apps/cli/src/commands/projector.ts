@@ -2,9 +2,8 @@
 // <release>` (requests the projector service executes) and `genfill quarantine <dataset>` (an
 // operator verb).
 import type { Command } from 'commander';
-import { InvalidInputError, RefusedError } from '@genfill/contracts';
+import { errorFromPg, InvalidInputError, RefusedError } from '@genfill/contracts';
 import { projector } from '@genfill/projector-service';
-import { verbError } from '@genfill/registry';
 import type { Context } from '../context.ts';
 import { json } from '../io.ts';
 import { durationOption } from '../options.ts';
@@ -67,8 +66,8 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--json', 'print the seal record as JSON')
     .action((release: string, opts: { wait: number; json?: boolean }) =>
       run(async (ctx) => {
-        const r = await viaService<SealResult>(ctx, { kind: 'seal', release, args: { waitMs: opts.wait } }, (db) =>
-          sealRelease(db, release, { waitForProjectorMs: opts.wait }),
+        const r: SealResult = await viaService(ctx, { kind: 'seal', release, args: { waitMs: opts.wait } }, (db, args) =>
+          sealRelease(db, release, { waitForProjectorMs: args.waitMs }),
         );
         if (opts.json) return json(ctx.io, r);
         ctx.io.out(describeSeal(r));
@@ -82,7 +81,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--json', 'print the result as JSON')
     .action((release: string, opts: { reason: string; json?: boolean }) =>
       run(async (ctx) => {
-        const r = await viaService<UnsealResult>(ctx, { kind: 'unseal', release, args: { reason: opts.reason } }, (db) => unsealRelease(db, release, opts.reason));
+        const r: UnsealResult = await viaService(ctx, { kind: 'unseal', release, args: { reason: opts.reason } }, (db, args) => unsealRelease(db, release, args.reason));
         if (opts.json) return json(ctx.io, r);
         ctx.io.out(`unsealed ${r.dataset}: ingress open under epoch ${r.epoch}; ${release} is ${r.state} again`);
       }),
@@ -97,7 +96,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .option('--json', 'print the round as JSON')
     .action((release: string, opts: { json?: boolean }) =>
       run(async (ctx) => {
-        const r = await viaService<CatchupRound>(ctx, { kind: 'catchup', release }, (db) => catchupRound(db, release));
+        const r: CatchupRound = await viaService(ctx, { kind: 'catchup', release, args: {} }, (db) => catchupRound(db, release));
         if (opts.json) return json(ctx.io, r);
         ctx.io.out(
           `catch-up round #${r.id} of ${release} into ${r.generation}: ${r.events} events (${r.upserted} written, ${r.tombstones} tombstones, ` +
@@ -122,7 +121,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .action((release: string, opts: { dryRun?: boolean; maxFreeze: number; json?: boolean }) =>
       run(async (ctx) => {
         const args = { dryRun: opts.dryRun === true, maxFreezeMs: opts.maxFreeze };
-        const r = await viaService<CutoverResult>(ctx, { kind: 'cutover', release, args }, (db) => cutoverRelease(db, release, args));
+        const r: CutoverResult = await viaService(ctx, { kind: 'cutover', release, args }, (db, parsed) => cutoverRelease(db, release, parsed));
         if (opts.json) json(ctx.io, r);
         else ctx.io.out(describeCutover(r));
         if (!r.ok) throw new RefusedError(`cutover of ${release}: ${r.checks.filter((c) => !c.ok).map((c) => `precondition ${c.name}: ${c.detail}`).join('; ')}`);
@@ -142,7 +141,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
     .action((release: string, opts: { maxFreeze: number; json?: boolean }) =>
       run(async (ctx) => {
         const args = { maxFreezeMs: opts.maxFreeze };
-        const r = await viaService<RollbackResult>(ctx, { kind: 'rollback', release, args }, (db) => rollbackRelease(db, release, args));
+        const r: RollbackResult = await viaService(ctx, { kind: 'rollback', release, args }, (db, parsed) => rollbackRelease(db, release, parsed));
         if (opts.json) json(ctx.io, r);
         else ctx.io.out(describeRollback(r));
       }),
@@ -170,7 +169,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         try {
           row = (await db.query<{ id: string; up_to_revision: string }>('SELECT id::text, up_to_revision::text FROM genfill.quarantine_key($1, $2, $3)', [dataset, JSON.stringify(key), opts.reason])).rows[0]!;
         } catch (err) {
-          throw verbError(err);
+          throw errorFromPg(err, { dataset });
         }
         const r = { dataset, key, quarantine: row.id, upToRevision: row.up_to_revision };
         if (opts.json) return json(ctx.io, r);

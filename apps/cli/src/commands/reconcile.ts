@@ -95,7 +95,7 @@ export function register(program: Command, run: Run): void {
       run(async (ctx) => {
         if (opts.incremental) {
           if (!release) throw new InvalidInputError([{ path: 'release', message: 'name the release to reconcile incrementally' }]);
-          const r = await viaService<IncrementalResult>(ctx, { kind: 'reconcile', release, args: { incremental: true } }, (db) => reconcileIncremental(db, release));
+          const r: IncrementalResult = await viaService(ctx, { kind: 'reconcile', release, args: { incremental: true } }, (db) => reconcileIncremental(db, release));
           if (opts.json) json(ctx.io, r);
           else {
             ctx.io.out(
@@ -129,7 +129,7 @@ export function register(program: Command, run: Run): void {
         if (!release) throw new InvalidInputError([{ path: 'release', message: 'name a release (or --dataset <name> for a drift check)' }]);
         const findingsDir = defaultFindingsDir(process.cwd());
         const target = opts.findingsOut !== undefined ? { findingsOut: opts.findingsOut } : { findingsDir };
-        const result = await viaService(ctx, { kind: 'reconcile', release }, (db) => reconcile(db, release, target));
+        const result = await viaService(ctx, { kind: 'reconcile', release, args: {} }, (db) => reconcile(db, release, target));
         // Run by the reconciler service, the findings are in the registry only: export them here.
         if (result.findings.path === null && (opts.findingsOut !== undefined || result.findings.count > 0)) {
           const file = opts.findingsOut ?? defaultFindingsPath(findingsDir, release, result.id);

@@ -57,8 +57,8 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
           }
           partitions = [...partitions, ...partitionsFromFindings(text, opts.findings)];
         }
-        const result = await viaService(ctx, { kind: 'repair', release, args: { partitions, reason: opts.reason } }, (db) =>
-          repairRelease(db, { release, partitions, reason: opts.reason }),
+        const result = await viaService(ctx, { kind: 'repair', release, args: { partitions, reason: opts.reason } }, (db, args) =>
+          repairRelease(db, { release, partitions: args.partitions, reason: args.reason }),
         );
         if (opts.json) return json(ctx.io, result);
         for (const r of result.repaired) {

@@ -15,14 +15,13 @@
 // old generation under a new epoch, the release is APPROVED again; exit 3 naming it); a
 // mismatch in the tail does the same and moves the release to RECONCILIATION_REQUIRED with the
 // keys (exit 4).
-import { hostname } from 'node:os';
 import { ReconciliationRequiredError, RefusedError, SwitchRefusedError } from '@genfill/contracts';
 import type { ApplyCounts } from '@genfill/projector';
 import { verifyTail, type TailCheck, type TailMismatch } from '@genfill/reconcile';
 import { casTransition, RELEASE_ACTIONS, rootAgg, rowHashExpr, type Db } from '@genfill/registry';
 import { catchupRound, type CatchupRound } from './catchup.ts';
 import { sealRelease } from './seal.ts';
-import { runSwitch, type SwitchContext, type SwitchOperation } from './sequence.ts';
+import { runSwitch, type SequenceOptions, type SwitchContext, type SwitchOperation } from './sequence.ts';
 import type { SwitchStepTime } from './switch-lease.ts';
 
 export const CUTOVER_DEFAULTS = { maxFreezeMs: 30_000, leaseMs: 10_000 } as const;
@@ -35,19 +34,10 @@ export interface CutoverCheck {
   detail: string;
 }
 
-export interface CutoverOptions {
-  maxFreezeMs?: number;
+export interface CutoverOptions extends SequenceOptions<CutoverStep> {
   dryRun?: boolean;
-  holder?: string;
-  leaseMs?: number;
-  /** The request this cutover runs for (recorded). */
-  request?: string | null;
   /** How long the seal waits for the projector to pass the build watermarks. */
   sealWaitMs?: number;
-  /** Recovery of a cutover whose holder died outside a request: finish one that sealed, abort one that had not. */
-  recoverOnly?: boolean;
-  /** Called once each step is recorded (the fault suite kills the holder here). */
-  onStep?: (step: CutoverStep) => void | Promise<void>;
 }
 
 export type CutoverStepTime = SwitchStepTime<CutoverStep>;
@@ -273,14 +263,7 @@ export async function cutoverRelease(db: Db, release: string, opts: CutoverOptio
   }
   const result: CutoverResult = { release, dataset: r.dataset, dryRun: false, ok: false, checks: [], from: r.expected_active ?? undefined, to: r.generation, steps: [], recovered: false, rounds: {}, tail: {} };
   const op = cutoverOperation(db, r, result, opts);
-  const out = await runSwitch(db, op, {
-    holder: opts.holder ?? `cutover:${hostname()}:${process.pid}`,
-    leaseMs: opts.leaseMs ?? CUTOVER_DEFAULTS.leaseMs,
-    maxFreezeMs: opts.maxFreezeMs ?? CUTOVER_DEFAULTS.maxFreezeMs,
-    request: opts.request ?? null,
-    recoverOnly: opts.recoverOnly,
-    onStep: opts.onStep,
-  });
+  const out = await runSwitch(db, op, opts, CUTOVER_DEFAULTS);
   Object.assign(result, { cutover: out.lease.id, steps: out.lease.steps, recovered: out.lease.recovered });
   if (out.done === 'recorded') return { ...result, ok: true, recovered: true };
   const { row, freezeMs, casMs, applied } = out.commit;

@@ -15,28 +15,21 @@
 // A refusal or a freeze past `maxFreezeMs` reopens ingress on the new generation under a new
 // epoch; the release stays ACTIVE. Roll forward again = a new release expecting the old
 // generation (docs/projector.md).
-import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errorFromPg, NotFoundError, pgErrorCode, RefusedError, SQLSTATE, SwitchRefusedError } from '@genfill/contracts';
 import { applyStep, loadDataset, type ApplyCounts } from '@genfill/projector';
 import { withTransaction, type Db } from '@genfill/registry';
-import { moveFrontier, runSwitch, since, SwitchRefused, type SwitchOperation } from './sequence.ts';
+import { moveFrontier, runSwitch, type SequenceOptions, since, SwitchRefused, type SwitchOperation } from './sequence.ts';
 import type { SwitchStepTime } from './switch-lease.ts';
 
 export const ROLLBACK_DEFAULTS = { maxFreezeMs: 30_000, leaseMs: 10_000, tailEvents: 2_000, maxRounds: 20 } as const;
 
 export type RollbackStep = 'replayed' | 'sealed' | 'switched' | 'done';
 
-export interface RollbackOptions {
-  maxFreezeMs?: number;
-  holder?: string;
-  leaseMs?: number;
-  request?: string | null;
+export interface RollbackOptions extends SequenceOptions<RollbackStep> {
   /** Replay rounds stop once one applies at most this many events (the rest is the tail). */
   tailEvents?: number;
   maxRounds?: number;
-  recoverOnly?: boolean;
-  onStep?: (step: RollbackStep) => void | Promise<void>;
 }
 
 export interface RollbackResult {
@@ -188,14 +181,7 @@ export async function rollbackRelease(db: Db, release: string, opts: RollbackOpt
     steps: [],
     recovered: false,
   };
-  const out = await runSwitch(db, rollbackOperation(db, release, r, result, opts), {
-    holder: opts.holder ?? `rollback:${hostname()}:${process.pid}`,
-    leaseMs: opts.leaseMs ?? ROLLBACK_DEFAULTS.leaseMs,
-    maxFreezeMs: opts.maxFreezeMs ?? ROLLBACK_DEFAULTS.maxFreezeMs,
-    request: opts.request ?? null,
-    recoverOnly: opts.recoverOnly,
-    onStep: opts.onStep,
-  });
+  const out = await runSwitch(db, rollbackOperation(db, release, r, result, opts), opts, ROLLBACK_DEFAULTS);
   Object.assign(result, { rollback: out.lease.id, steps: out.lease.steps, recovered: out.lease.recovered });
   if (out.done === 'recorded') return { ...result, ok: true };
   const { row, freezeMs, casMs, applied } = out.commit;

@@ -19,6 +19,7 @@
 // dies leaves its lease to run out; the next one finishes (every step is idempotent; a switch
 // that committed is complete by construction and is only recorded) or, past the freeze bound,
 // undoes it.
+import { hostname } from 'node:os';
 import { pgErrorCode, ReconciliationRequiredError, RefusedError, SQLSTATE, SwitchRefusedError } from '@genfill/contracts';
 import { applyStep, loadDataset, type ApplyCounts } from '@genfill/projector';
 import { withTransaction, type Conn, type Db } from '@genfill/registry';
@@ -113,12 +114,16 @@ export interface SwitchOperation<S extends string, Row> {
   reopened(epoch: number | null): string;
 }
 
+/** What a caller of cutover or rollback may set; `runSwitch` fills the rest from the operation's defaults. */
 export interface SequenceOptions<S extends string> {
-  holder: string;
-  leaseMs: number;
-  maxFreezeMs: number;
-  request: string | null;
+  holder?: string;
+  leaseMs?: number;
+  maxFreezeMs?: number;
+  /** The request this switch runs for (recorded). */
+  request?: string | null;
+  /** Recovery of a switch whose holder died outside a request: finish one that sealed, abort one that had not. */
   recoverOnly?: boolean;
+  /** Called once each step is recorded (the fault suite kills the holder here). */
   onStep?: (step: S) => void | Promise<void>;
 }
 
@@ -158,9 +163,20 @@ export async function moveFrontier(conn: Conn, dataset: string, generation: stri
 }
 
 /** Run `op` to its end: the switch committed (or found committed), or refused with the seal undone. */
-export async function runSwitch<S extends string, Row>(db: Db, op: SwitchOperation<S, Row>, o: SequenceOptions<S>): Promise<SequenceResult<S, Row>> {
+export async function runSwitch<S extends string, Row>(
+  db: Db,
+  op: SwitchOperation<S, Row>,
+  o: SequenceOptions<S>,
+  defaults: { leaseMs: number; maxFreezeMs: number },
+): Promise<SequenceResult<S, Row>> {
   const { kind, release, dataset, to } = op.lease;
-  const leaseOptions = { ...op.lease, holder: o.holder, leaseMs: o.leaseMs, maxFreezeMs: o.maxFreezeMs, request: o.request };
+  const leaseOptions = {
+    ...op.lease,
+    holder: o.holder ?? `${kind}:${hostname()}:${process.pid}`,
+    leaseMs: o.leaseMs ?? defaults.leaseMs,
+    maxFreezeMs: o.maxFreezeMs ?? defaults.maxFreezeMs,
+    request: o.request ?? null,
+  };
   const onStep = o.onStep;
   let held = await SwitchLease.recover<S>(db, leaseOptions, onStep);
   if (!held && o.recoverOnly) throw new SwitchRefusedError(kind, 'recover', `no ${kind} of ${release} to recover`);

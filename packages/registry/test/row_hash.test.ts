@@ -1,20 +1,21 @@
-// The one SQL definition of a row's 64-bit hash (migration 0002): genfill.canon per value and
-// genfill.row_hash over the canonical texts. The golden vectors at the bottom pin the definition:
-// if one of them fails, the definition changed, and that needs a new migration (with new vectors),
-// never an edit of 0002 or of these numbers.
+// The one SQL definition of a row's 64-bit hash (its current definition, sql/functions/row_hash.sql,
+// first made by migration 0002): genfill.canon per value and genfill.row_hash over the canonical
+// texts. The golden vectors at the bottom pin the definition: if one of them fails, the
+// definition changed, and that needs new vectors and a migration that deals with the hashes
+// already stored — never an edit of these numbers.
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, keepOnFailure } from '../../../test/support/db.ts';
 
-const MIGRATION = fileURLToPath(new URL('../migrations/0002_row_hash.sql', import.meta.url));
+const DEFINITION = fileURLToPath(new URL('../sql/functions/row_hash.sql', import.meta.url));
 
 const db = await createTestDatabase('row_hash');
 beforeEach(() => keepOnFailure(db));
 
 beforeAll(async () => {
-  const sql = fs.readFileSync(MIGRATION, 'utf8');
+  const sql = fs.readFileSync(DEFINITION, 'utf8');
   const client = await db.pool.connect();
   try {
     await client.query('BEGIN');
@@ -401,7 +402,7 @@ describe('functions', () => {
 });
 
 // ------------------------------------------------------------------------------------------------
-// GOLDEN VECTORS. Computed once from migration 0002 and pasted here as literals. A failure means
+// GOLDEN VECTORS. Computed once from migration 0002 (the same body as the file) and pasted here as literals. A failure means
 // the definition of the row hash changed: every stored receipt and root would stop matching.
 // Do not update these numbers; add a migration with a new definition and new vectors instead.
 // ------------------------------------------------------------------------------------------------

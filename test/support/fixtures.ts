@@ -1,11 +1,12 @@
 // Release files and the example schema for tests: each test writes its own variant to a
 // temporary directory, starting from the SPEC's example.
-import { mkdtempSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse, stringify } from 'yaml';
 import type pg from 'pg';
+import { afterAll, beforeEach, onTestFailed } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const EXAMPLE_RELEASE = join(ROOT, 'examples/order-tax-fix.yaml');
@@ -28,8 +29,20 @@ export function firstGenerationRelease(): Record<string, any> {
   return r;
 }
 
+// Every workspace a test file made is removed after the file, unless one of its tests failed
+// (then they stay for inspection, as the file's database does).
+const workspaces: string[] = [];
+let keepWorkspaces = false;
+beforeEach(() => onTestFailed(() => void (keepWorkspaces = true)));
+afterAll(() => {
+  if (keepWorkspaces) return;
+  for (const dir of workspaces.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
 export function workspace(): string {
-  return mkdtempSync(join(tmpdir(), 'genfill-test-'));
+  const dir = mkdtempSync(join(tmpdir(), 'genfill-test-'));
+  workspaces.push(dir);
+  return dir;
 }
 
 /** Write a release (object or raw text) and its transform; returns the release file path. */

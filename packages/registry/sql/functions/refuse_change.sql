@@ -6,6 +6,7 @@ CREATE OR REPLACE FUNCTION genfill.refuse_change() RETURNS trigger LANGUAGE plpg
 BEGIN
   RAISE EXCEPTION 'genfill.% is append-only', TG_TABLE_NAME USING ERRCODE = 'insufficient_privilege';
 END $$;
+ALTER FUNCTION genfill.refuse_change() OWNER TO genfill_owner;
 
 CREATE OR REPLACE TRIGGER release_log_append_only BEFORE UPDATE OR DELETE ON genfill.release_log
   FOR EACH ROW EXECUTE FUNCTION genfill.refuse_change();

@@ -284,3 +284,14 @@ COMMENT ON FUNCTION genfill.canon(json) IS
   'Canonical text of a json value (its jsonb text). Part of the one row-hash definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
 COMMENT ON FUNCTION genfill.row_hash(text[]) IS
   'The 64-bit hash of a row, given ARRAY[genfill.canon(col), ...] in the dataset''s column order. The one definition shared by receipts, roots and reconciliation; changing it needs a new migration and new golden vectors.';
+
+-- Owned like every genfill function (0002 created these as whoever ran migrate). SECURITY
+-- INVOKER and pure: PUBLIC may call them, they do nothing with the caller's rights but hash.
+DO $$
+DECLARE f regprocedure;
+BEGIN
+  FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+            WHERE p.pronamespace = 'genfill'::regnamespace AND p.proname IN ('canon', 'row_hash') LOOP
+    EXECUTE format('ALTER FUNCTION %s OWNER TO genfill_owner', f);
+  END LOOP;
+END $$;

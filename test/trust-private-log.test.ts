@@ -205,6 +205,27 @@ describe('genfill.source_events and genfill.source_conflicts', () => {
     }
   });
 
+  it('refuse a login with SELECT on a captured table but no USAGE on its schema, and one with SELECT on some of its columns only', async () => {
+    await db.pool.query(`CREATE SCHEMA h2_hidden; CREATE TABLE h2_hidden.notes (id int PRIMARY KEY, body text, secret text);
+      GRANT USAGE ON SCHEMA h2_hidden TO genfill_owner; GRANT SELECT ON h2_hidden.notes TO genfill_owner, genfill_h2_granted;
+      GRANT SELECT (id, body) ON h2_hidden.notes TO genfill_h2_reader`);
+    expect((await cliAs(null, 'capture', 'install', 'h2_hidden.notes')).code).toBe(0);
+    await db.pool.query(`INSERT INTO h2_hidden.notes VALUES (1, 'hello', 'the secret')`);
+    // By name, PostgreSQL refuses to resolve it; by oid, the function refuses.
+    expect((await attempt('genfill_h2_granted', `SELECT * FROM genfill.source_events('h2_hidden.notes', 0, 10)`)).code).toBe('42501');
+    const oid = (await one(`SELECT 'h2_hidden.notes'::regclass::oid::text AS oid`)).oid;
+    const noUsage = await attempt('genfill_h2_granted', `SELECT * FROM genfill.source_events($1::oid::regclass, 0, 10)`, [oid]);
+    expect(noUsage.code).toBe('GFP01');
+    expect(noUsage.message).toMatch(/refused: genfill_h2_granted may not read h2_hidden.notes/);
+    await db.pool.query('GRANT USAGE ON SCHEMA h2_hidden TO genfill_h2_reader');
+    const someColumns = await attempt('genfill_h2_reader', `SELECT * FROM genfill.source_events('h2_hidden.notes', 0, 10)`);
+    expect(someColumns.code).toBe('GFP01');
+    // With USAGE, the login that holds SELECT on the whole table reads the event, every column in it.
+    await db.pool.query('GRANT USAGE ON SCHEMA h2_hidden TO genfill_h2_granted');
+    const granted = await attempt('genfill_h2_granted', `SELECT "row" FROM genfill.source_events('h2_hidden.notes', 0, 10)`);
+    expect(granted.rows).toEqual([{ row: { id: 1, body: 'hello', secret: 'the secret' } }]);
+  });
+
   it('refuse a table that is not captured, and a page size out of bounds', async () => {
     const r = await attempt('genfill_h2_granted', `SELECT * FROM genfill.source_events('public.tax_rates', 0, 10)`);
     expect(r.code).toBe('GFN01');

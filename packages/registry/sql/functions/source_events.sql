@@ -5,7 +5,7 @@
 -- The rule, checked for the login (session_user: a SET ROLE inside the session changes nothing):
 --   * the table is a captured source (genfill.captures; an ingress dataset's is its mirror);
 --   * the login holds SELECT on the whole table (has_table_privilege: a grant on some columns is
---     not enough, the images carry every column);
+--     not enough, the images carry every column) and USAGE on its schema;
 --   * row-level security does not hide rows of it from the login (the log would show them);
 --   * the login is not a member of genfill_api: the API acts for token subjects that hold no
 --     table privileges of their own, and its login's privileges are not theirs, so there is no
@@ -35,8 +35,9 @@ BEGIN
     RAISE EXCEPTION 'refused: % is the API''s login, which reads no events of % on a token subject''s behalf (it holds no per-subject table privilege to check): read them with your own database login',
       who, p_table USING ERRCODE = 'GFP01';
   END IF;
-  IF NOT has_table_privilege(who, p_table, 'SELECT') THEN
-    RAISE EXCEPTION 'refused: % may not read %, so not its events either (they are full row images, deleted rows and every column included): ask its owner to GRANT SELECT ON % TO %',
+  IF NOT has_table_privilege(who, p_table, 'SELECT')
+     OR NOT has_schema_privilege(who, (SELECT c.relnamespace FROM pg_class c WHERE c.oid = p_table), 'USAGE') THEN
+    RAISE EXCEPTION 'refused: % may not read %, so not its events either (they are full row images, deleted rows and every column included): ask its owner to GRANT SELECT ON % TO % (and USAGE on its schema)',
       who, p_table, p_table, quote_ident(who) USING ERRCODE = 'GFP01';
   END IF;
   SELECT c.relrowsecurity, c.relforcerowsecurity, c.relowner INTO rel FROM pg_class c WHERE c.oid = p_table;

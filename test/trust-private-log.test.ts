@@ -257,25 +257,34 @@ describe("the horizon's sessions are the service's", () => {
     // A transaction holding an xid while the horizon is taken: the service sees its session.
     const holder = new pg.Client({ connectionString: db.url });
     await holder.connect();
+    const frontier = (await one(`SELECT snapshot::text AS s FROM genfill.frontiers WHERE dataset = $1`, [DATASET])).s;
     try {
-      await holder.query(`BEGIN; SELECT pg_current_xact_id(); SET LOCAL application_name = 'h2-long-writer'`);
-      // A later transaction ends, so a snapshot's xmax passes the holder's xid (which is then in its xip).
+      await holder.query(`BEGIN; SET LOCAL application_name = 'h2-long-writer'`);
+      const xid = String(BigInt((await holder.query('SELECT pg_current_xact_id()::text AS x')).rows[0].x) % 2n ** 32n);
+      // A later transaction ends, so a snapshot's xmax passes the holder's xid (which is then in its
+      // xip); a frontier taken now waits for the holder, and so does the horizon.
       await db.pool.query('SELECT pg_current_xact_id()');
+      await db.pool.query(`UPDATE genfill.frontiers SET snapshot = pg_current_snapshot() WHERE dataset = $1`, [DATASET]);
       for (const login of PEOPLE) {
         for (const sql of ['SELECT * FROM genfill.log_horizon_transactions(pg_current_snapshot())', `SELECT * FROM genfill.log_horizon_blockers('infinity')`]) {
           const r = await attempt(login, sql);
           expect({ login, sql, code: r.code }).toEqual({ login, sql, code: '42501' });
         }
-        const w = await attempt(login, 'SELECT * FROM genfill.log_horizon_waits()');
-        expect(w.code, w.message).toBeUndefined();
+        const w = await attempt(login, 'SELECT kind, xid FROM genfill.log_horizon_waits()');
+        expect(w.rows, w.message).toEqual(expect.arrayContaining([{ kind: 'backend', xid }]));
         const cols = (await (await as(login)).query('SELECT * FROM genfill.log_horizon_waits() LIMIT 0')).fields.map((f) => f.name);
         expect(cols).toEqual(['kind', 'xid', 'gid', 'started']);
       }
-      const svc = await attempt('genfill_h2_svc', 'SELECT pid, role, application FROM genfill.log_horizon_transactions(pg_current_snapshot())');
-      expect(svc.rows).toEqual(expect.arrayContaining([{ pid: expect.any(Number), role: 'postgres', application: 'h2-long-writer' }]));
+      // `status --dataset` as a reader says what the log waits for, without the session.
+      const text = await cliAs('genfill_h2_reader', 'status', '--dataset', DATASET);
+      expect(text.stdout).toMatch(new RegExp(`waits for transaction ${xid} running since .*: the log is kept from it on until it ends`));
+      expect(text.stdout).not.toMatch(/h2-long-writer|pid /);
+      const svc = await attempt('genfill_h2_svc', 'SELECT xid, pid, role, application FROM genfill.log_horizon_transactions(pg_current_snapshot())');
+      expect(svc.rows).toEqual(expect.arrayContaining([{ xid, pid: expect.any(Number), role: 'postgres', application: 'h2-long-writer' }]));
     } finally {
       await holder.query('ROLLBACK').catch(() => undefined);
       await holder.end();
+      await db.pool.query(`UPDATE genfill.frontiers SET snapshot = $2::pg_snapshot WHERE dataset = $1`, [DATASET, frontier]);
     }
   });
 });

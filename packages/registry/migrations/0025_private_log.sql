@@ -51,13 +51,17 @@ REVOKE ALL ON genfill.change_log, genfill.change_log_default, genfill.ingress_ke
 -- made by its SECURITY DEFINER functions — migrations run as the migrating login, which
 -- default privileges FOR ROLE genfill_owner do not reach), and genfill.change_log_add_partitions
 -- revokes people's privileges on each partition it makes, whatever the defaults of the
--- installation say. The partitions made before this migration are revoked here.
+-- installation say. The partitions made before this migration are revoked here: those attached
+-- (or detaching), and any a prune detached but did not drop yet (named as it names them).
 ALTER DEFAULT PRIVILEGES FOR ROLE genfill_owner IN SCHEMA genfill
   REVOKE ALL ON TABLES FROM genfill_reader, genfill_operator, genfill_approver, genfill_api;
 DO $$
 DECLARE p regclass;
 BEGIN
-  FOR p IN SELECT i.inhrelid::regclass FROM pg_inherits i WHERE i.inhparent = 'genfill.change_log'::regclass LOOP
+  FOR p IN SELECT i.inhrelid::regclass FROM pg_inherits i WHERE i.inhparent = 'genfill.change_log'::regclass
+           UNION
+           SELECT c.oid::regclass FROM pg_class c
+            WHERE c.relnamespace = 'genfill'::regnamespace AND c.relkind = 'r' AND c.relname ~ '^change_log_\d+$' LOOP
     EXECUTE format('REVOKE ALL ON %s FROM PUBLIC, genfill_operator, genfill_approver, genfill_reader, genfill_api', p);
   END LOOP;
 END $$;

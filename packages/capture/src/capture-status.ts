@@ -37,38 +37,23 @@ interface Row extends CaptureRow {
   installed_by: string;
 }
 
-async function logSize(conn: Conn | Db, table: string): Promise<{ events: number; bytes: number }> {
-  const { rows } = await conn.query<{ events: string; bytes: string }>(
-    `SELECT count(*)::text AS events, coalesce(sum(pg_column_size(l.*)), 0)::text AS bytes FROM genfill.change_log l WHERE l.source_table = $1`,
+/**
+ * The table's events and their bytes, and the oldest event some consumer has not consumed:
+ * counts and ids from the owner's genfill.capture_log_status (migration 0025: people may not
+ * read the change log). With frontiers: per frontier F the first event by txid among those F
+ * cannot see, read by the two index ranges SPEC "Capture rules" gives.
+ */
+async function logStatus(conn: Conn | Db, table: string): Promise<Pick<CaptureStatus, 'log' | 'oldestPending'>> {
+  const { rows } = await conn.query<{ events: string; bytes: string; event_id: string | null; txid: string | null; logged_at: Date | null; basis: 'frontier' | 'no-consumer' | null }>(
+    `SELECT events::text, bytes::text, oldest_event_id::text AS event_id, oldest_txid::text AS txid, oldest_logged_at AS logged_at, basis
+       FROM genfill.capture_log_status($1)`,
     [table],
   );
-  return { events: Number(rows[0]!.events), bytes: Number(rows[0]!.bytes) };
-}
-
-/**
- * With frontiers: per frontier F the first event by txid among those F cannot see, read by the
- * two index ranges SPEC "Capture rules" gives (txid ≥ xmax(F), or txid in F's xip) rather than
- * scanning everything F already consumed.
- */
-async function oldestPending(conn: Conn | Db, table: string, relid: string): Promise<CaptureStatus['oldestPending']> {
-  const { rows } = await conn.query<{ event_id: string; txid: string; logged_at: Date; basis: 'frontier' | 'no-consumer' }>(
-    `WITH f AS (SELECT fr.snapshot FROM genfill.frontiers fr JOIN genfill.datasets d ON d.name = fr.dataset
-                 WHERE to_regclass(d.source_table) = $2::oid)
-     SELECT event_id::text, txid::text, logged_at, basis FROM (
-       (SELECT l.event_id, l.txid, l.logged_at, 'no-consumer' AS basis FROM genfill.change_log l
-         WHERE l.source_table = $1 AND NOT EXISTS (SELECT 1 FROM f) ORDER BY l.txid, l.event_id LIMIT 1)
-       UNION ALL
-       SELECT p.event_id, p.txid, p.logged_at, 'frontier' FROM f CROSS JOIN LATERAL (
-         (SELECT l.event_id, l.txid, l.logged_at FROM genfill.change_log l
-           WHERE l.source_table = $1 AND l.txid >= pg_snapshot_xmax(f.snapshot) ORDER BY l.txid, l.event_id LIMIT 1)
-         UNION ALL
-         (SELECT l.event_id, l.txid, l.logged_at FROM genfill.change_log l
-           WHERE l.source_table = $1 AND l.txid = ANY (ARRAY(SELECT pg_snapshot_xip(f.snapshot))) ORDER BY l.txid, l.event_id LIMIT 1)) p
-     ) e ORDER BY txid, event_id LIMIT 1`,
-    [table, relid],
-  );
-  const r = rows[0];
-  return r ? { eventId: r.event_id, txid: r.txid, loggedAt: r.logged_at.toISOString(), basis: r.basis } : null;
+  const r = rows[0]!;
+  return {
+    log: { events: Number(r.events), bytes: Number(r.bytes) },
+    oldestPending: r.event_id !== null ? { eventId: r.event_id, txid: r.txid!, loggedAt: r.logged_at!.toISOString(), basis: r.basis! } : null,
+  };
 }
 
 /** Every captured table (or only `table`, as genfill.captures names it or as it resolves). */
@@ -104,8 +89,7 @@ export async function captureStatus(db: Db, opts: { table?: string } = {}): Prom
         healthy: problems.length === 0,
         problems,
         members: members.map((m) => ({ table: m.member, triggers: m.triggers })),
-        log: await logSize(conn, c.source_table),
-        oldestPending: await oldestPending(conn, c.source_table, c.relid),
+        ...(await logStatus(conn, c.source_table)),
         openReleases: open.rows.map((r) => r.id),
       });
     }

@@ -174,6 +174,13 @@ export class NotFoundError extends RefusedError {}
 export class PermissionDeniedError extends RefusedError {}
 
 /**
+ * A login may not read a source's events or conflict images (SQLSTATE GFP01,
+ * genfill.source_events / genfill.source_conflicts): it lacks SELECT on the source, row-level
+ * security hides rows of it, or it is the API's login. The message names the grant. Exit 3.
+ */
+export class SourceReadRefusedError extends PermissionDeniedError {}
+
+/**
  * A lock was not granted within lock_timeout (SQLSTATE 55P03): whoever held it was busy, and
  * trying again can help. Exit 3.
  */

@@ -33,6 +33,7 @@ export {
   RequestFailedError,
   ReleaseConflictError,
   SchemaVersionError,
+  SourceReadRefusedError,
   StaleLeaseError,
   type SwitchKind,
   SwitchRefusedError,

@@ -24,6 +24,7 @@ import {
   RangeOverlapError,
   RefusedError,
   ReleaseConflictError,
+  SourceReadRefusedError,
   StaleLeaseError,
 } from './errors.ts';
 
@@ -73,6 +74,8 @@ export const SQLSTATE = {
   ingressBusy: 'GFB01',
   /** Ingress: an equal revision with another payload (DETAIL: the conflicts, JSON). */
   ingressConflict: 'GFX01',
+  /** A login may not read a source's events or conflict images (genfill.source_events, 0025). */
+  sourceReadRefused: 'GFP01',
 
   invalidParameterValue: '22023',
   uniqueViolation: '23505',
@@ -187,6 +190,7 @@ export const PG_ERRORS = {
   }),
   // genfill.create_target_view: the target table exists and is not genfill's view.
   [SQLSTATE.duplicateTable]: mapping({ class: RefusedError, make: (_e, _c, m) => new RefusedError(m) }),
+  [SQLSTATE.sourceReadRefused]: mapping({ class: SourceReadRefusedError, make: (_e, _c, m) => new SourceReadRefusedError(m) }),
   [SQLSTATE.lockNotAvailable]: mapping({ class: LockNotAvailableError, make: (_e, _c, m) => new LockNotAvailableError(m) }),
 } as const;
 

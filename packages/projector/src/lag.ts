@@ -4,7 +4,6 @@
 // live reader leases (pinned reads of each generation, which hold its retirement back), the
 // generations kept after a cutover, rollback or cancel (until when, why, their size), and the
 // change log's pruning horizon with what holds it back (a long or prepared transaction).
-import { newEventsWhere } from '@genfill/capture';
 import { type Conn, type Db, type ReaderLease, readerLeases } from '@genfill/registry';
 import { computeHorizon, type HorizonPart, type HorizonTransaction, prunablePartitions, type RetainedGeneration, retentionStatus } from '@genfill/retention';
 
@@ -79,10 +78,9 @@ export async function projectorStatus(conn: Conn | Db, dataset: string, opts: { 
     frontier_at: string | null;
     ingress: 'OPEN' | 'SEALED';
     epoch: string;
-    now: string;
   }>(
     `SELECT d.active_generation AS generation, c.source_table, f.snapshot::text AS frontier, f.updated_at::text AS frontier_at,
-            d.ingress_state AS ingress, d.ingress_epoch::text AS epoch, pg_current_snapshot()::text AS now
+            d.ingress_state AS ingress, d.ingress_epoch::text AS epoch
        FROM genfill.datasets d
        LEFT JOIN genfill.captures c ON c.relid = to_regclass(d.source_table)
        LEFT JOIN genfill.frontiers f ON f.dataset = d.name AND f.generation = d.active_generation
@@ -95,10 +93,11 @@ export async function projectorStatus(conn: Conn | Db, dataset: string, opts: { 
   let oldest: string | null = null;
   let lagSeconds = 0;
   if (d.source_table && d.frontier) {
+    // Counted by the owner's function (migration 0025): people may not read the change log,
+    // and the status they read is the same count.
     const { rows: p } = await conn.query<{ n: number; oldest: string | null; age: number | null }>(
-      `SELECT count(*)::int AS n, min(logged_at)::text AS oldest, extract(epoch FROM clock_timestamp() - min(logged_at))::float8 AS age
-         FROM (SELECT logged_at FROM genfill.change_log WHERE ${newEventsWhere()} LIMIT ${LAG_COUNT_LIMIT}) AS e`,
-      [d.source_table, d.frontier, d.now],
+      'SELECT events AS n, oldest::text AS oldest, age_seconds AS age FROM genfill.dataset_pending($1, $2)',
+      [dataset, LAG_COUNT_LIMIT],
     );
     pending = p[0]!.n;
     oldest = p[0]!.oldest;

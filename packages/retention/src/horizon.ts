@@ -35,7 +35,8 @@ export interface HorizonTransaction {
   xid: string;
   pid: number | null;
   gid: string | null;
-  role: string;
+  /** The session's details are the service's: null for a person's login (migration 0025). */
+  role: string | null;
   application: string | null;
   sessionState: string | null;
   started: string | null;
@@ -83,12 +84,23 @@ export async function computeHorizon(conn: Pick<Conn, 'query'>): Promise<Horizon
   const parts = h[0]!.parts ?? [];
   const xmin = parseSnapshot(horizon).xmin;
   const holders = parts.filter((p) => parseSnapshot(p.snapshot).xmin === xmin);
-  const { rows: t } = await conn.query<Omit<HorizonTransaction, 'ageSeconds'> & { age: number | null }>(
-    `SELECT kind, xid, pid, gid, role, application, session_state AS "sessionState", to_json(started) #>> '{}' AS started, database,
-            extract(epoch FROM clock_timestamp() - started)::float8 AS age
-       FROM genfill.log_horizon_transactions($1::pg_snapshot)`,
-    [horizon],
+  // The service reads each transaction's session (genfill.log_horizon_transactions); a person's
+  // login gets kind, xid and start only (genfill.log_horizon_waits, migration 0025).
+  const { rows: can } = await conn.query<{ detail: boolean }>(
+    `SELECT has_function_privilege('genfill.log_horizon_transactions(pg_snapshot)', 'EXECUTE') AS detail`,
   );
+  const { rows: t } = can[0]!.detail
+    ? await conn.query<Omit<HorizonTransaction, 'ageSeconds'> & { age: number | null }>(
+        `SELECT kind, xid, pid, gid, role, application, session_state AS "sessionState", to_json(started) #>> '{}' AS started, database,
+                extract(epoch FROM clock_timestamp() - started)::float8 AS age
+           FROM genfill.log_horizon_transactions($1::pg_snapshot)`,
+        [horizon],
+      )
+    : await conn.query<Omit<HorizonTransaction, 'ageSeconds'> & { age: number | null }>(
+        `SELECT kind, xid, NULL::int AS pid, gid, NULL AS role, NULL AS application, NULL AS "sessionState", to_json(started) #>> '{}' AS started,
+                NULL AS database, extract(epoch FROM clock_timestamp() - started)::float8 AS age
+           FROM genfill.log_horizon_waits()`,
+      );
   const transactions = t.map(({ age, ...x }) => ({ ...x, kind: x.kind as HorizonTransaction['kind'], ageSeconds: Math.max(0, age ?? 0) }));
   const since = [
     ...transactions.filter((x) => x.started).map((x) => Date.parse(x.started!)),

@@ -261,7 +261,11 @@ export function describeRetention(s: ProjectorStatus): string[] {
     lines.push(`  log horizon ${h.horizon} (${h.ageSeconds.toFixed(1)} s behind); ${h.prunablePartitions} partition${h.prunablePartitions === 1 ? '' : 's'} below it still attached`);
     for (const p of h.holders) lines.push(`    held by the ${p.kind} of ${p.dataset} ${p.subject}${p.since ? ` (since ${p.since})` : ''}`);
     for (const t of h.transactions) {
-      const who = t.kind === 'prepared' ? `prepared transaction '${t.gid}' (xid ${t.xid}, owner ${t.role})` : `transaction ${t.xid} (pid ${t.pid}, ${t.role}${t.application ? `, ${t.application}` : ''}, ${t.sessionState})`;
+      // A person's login sees kind, xid and start only; the session's details are the service's (migration 0025).
+      const who =
+        t.kind === 'prepared'
+          ? `prepared transaction '${t.gid}' (xid ${t.xid}${t.role ? `, owner ${t.role}` : ''})`
+          : `transaction ${t.xid}${t.pid !== null ? ` (pid ${t.pid}, ${t.role}${t.application ? `, ${t.application}` : ''}, ${t.sessionState})` : ''}`;
       lines.push(`    waits for ${who} running since ${t.started} (${t.ageSeconds.toFixed(0)} s): the log is kept from it on until it ends`);
     }
     if (h.lastPrune) lines.push(`    last pruned ${h.lastPrune.at}: ${h.lastPrune.what}${h.lastPrune.partition ? ` ${h.lastPrune.partition}` : ''}, ${h.lastPrune.rows} rows`);

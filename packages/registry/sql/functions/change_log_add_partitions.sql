@@ -7,6 +7,11 @@
 -- numeric cast to bigint rounds): past the middle of a bucket it started one bucket too late, so
 -- the bucket holding the current transactions never got its partition and their events went to
 -- the DEFAULT partition, which pruning can only empty by batched deletes. floor() it is.
+--
+-- Each partition holds row images of captured sources, and SELECT on a partition is checked on
+-- the partition itself: whatever default privileges the installation gives genfill_owner's new
+-- tables (0006 gave people SELECT; 0025 took that back), a new partition is revoked from PUBLIC
+-- and every people role here, in the transaction that makes it (migration 0025).
 CREATE OR REPLACE FUNCTION genfill.change_log_add_partitions(p_ahead integer DEFAULT 4, p_width bigint DEFAULT 10000000)
 RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -26,6 +31,7 @@ BEGIN
                            WHERE d.txid >= (b * p_width)::text::xid8 AND d.txid < ((b + 1) * p_width)::text::xid8);
     EXECUTE format('CREATE TABLE genfill.%I PARTITION OF genfill.change_log FOR VALUES FROM (%L) TO (%L)',
                    name, (b * p_width)::text, ((b + 1) * p_width)::text);
+    EXECUTE format('REVOKE ALL ON genfill.%I FROM PUBLIC, genfill_operator, genfill_approver, genfill_reader, genfill_api', name);
     made := made + 1;
   END LOOP;
   RETURN made;

@@ -2,9 +2,10 @@
 -- active generation (no frontier yet: every event is pending), counted up to p_limit. Uses the
 -- snapshot definitions directly (SPEC "Capture rules": not `txid >= xmin(F)`, which a long
 -- transaction degrades to a full scan): invisible in F means txid ≥ xmax(F) or txid in xip(F).
+-- SECURITY DEFINER since 0025 made the change log private: it returns a count, no event.
 CREATE OR REPLACE FUNCTION genfill.ingress_pending(p_dataset text, p_limit bigint)
 RETURNS bigint
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   src text;
   f pg_snapshot;

@@ -2,7 +2,8 @@
 -- in this database that began before p_since, and prepared transactions of theirs from before
 -- it. Such a transaction may still record a snapshot it read before p_since (a release floor,
 -- a carry watermark): a horizon is used for pruning only if it was taken before every one of
--- them began (packages/retention/src/horizon.ts).
+-- them began (packages/retention/src/horizon.ts). The service's only (0025): pruning needs it,
+-- `genfill status` does not, and it names genfill's writers' sessions.
 CREATE OR REPLACE FUNCTION genfill.log_horizon_blockers(p_since timestamptz)
 RETURNS TABLE (kind text, pid integer, gid text, role text, application text, session_state text, started timestamptz)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -20,4 +21,5 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 ALTER FUNCTION genfill.log_horizon_blockers(timestamptz) OWNER TO genfill_owner;
 REVOKE ALL ON FUNCTION genfill.log_horizon_blockers(timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION genfill.log_horizon_blockers(timestamptz) TO genfill_operator, genfill_approver, genfill_reader, genfill_service;
+REVOKE EXECUTE ON FUNCTION genfill.log_horizon_blockers(timestamptz) FROM genfill_operator, genfill_approver, genfill_reader, genfill_api;
+GRANT EXECUTE ON FUNCTION genfill.log_horizon_blockers(timestamptz) TO genfill_service;

@@ -180,7 +180,8 @@ export const PG_ERRORS = {
       return new IngressBusyError(c.dataset ?? '?', d.pending ?? 0, d.events ?? 0, d.max ?? 0, c.retryAfterSeconds ?? DEFAULT_RETRY_AFTER_SECONDS);
     },
   }),
-  // The apply's refusal, before the conflict is recorded: no ids and no releases yet.
+  // Raised inside genfill.ingest_apply and recorded there (migration 0026): a caller sees the
+  // conflicts in the verb's result, not this code. Kept for a conflict raised anywhere else.
   [SQLSTATE.ingressConflict]: mapping({
     class: IngressConflictError,
     make: (e, c) => new IngressConflictError(c.dataset ?? '?', json<IngressConflict[]>(e.detail, []), [], []),

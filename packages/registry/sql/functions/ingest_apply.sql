@@ -178,14 +178,12 @@ BEGIN
   END IF;
 
   -- 2. The pending bound: busy is an answer to retry, never a drop.
-  BEGIN
-    pending := genfill.ingress_pending(p_dataset, v_max + 1);
-    IF pending + n > v_max THEN
-      RAISE EXCEPTION 'dataset % has % pending events; % more would pass GENFILL_MAX_PENDING_EVENTS (%): retry once the projector has consumed some',
-        p_dataset, pending, n, v_max
-        USING ERRCODE = 'GFB01', DETAIL = jsonb_build_object('pending', pending, 'events', n, 'max', v_max)::text;
-    END IF;
-  END;
+  pending := genfill.ingress_pending(p_dataset, v_max + 1);
+  IF pending + n > v_max THEN
+    RAISE EXCEPTION 'dataset % has % pending events; % more would pass GENFILL_MAX_PENDING_EVENTS (%): retry once the projector has consumed some',
+      p_dataset, pending, n, v_max
+      USING ERRCODE = 'GFB01', DETAIL = jsonb_build_object('pending', pending, 'events', n, 'max', v_max)::text;
+  END IF;
 
   -- Ingest and compaction of one mirror exclude each other (compaction takes it exclusively).
   PERFORM pg_advisory_xact_lock_shared(hashtextextended('genfill:ingress:' || m.source_table, 0));

@@ -135,7 +135,9 @@ describe('a request fails as the error its handler raised', () => {
   it('a request whose arguments do not parse fails with exit 2 before its handler runs: nothing done', async () => {
     const epochs = async () => one<{ n: number; state: string }>(`SELECT (SELECT count(*)::int FROM genfill.epochs WHERE dataset = $1) AS n, ingress_state AS state FROM genfill.datasets WHERE name = $1`, [DS]);
     const before = await epochs();
-    const { id } = await one<{ id: string }>(`SELECT genfill.request('seal', 'api@1', '{"waitMs": "soon", "also": 1}')::text AS id`);
+    // genfill.request refuses such arguments (test/trust-bounded-verbs.test.ts); a row written
+    // past it (by the owner, or queued before migration 0026) is parsed again by the service.
+    const { id } = await one<{ id: string }>(`INSERT INTO genfill.requests (kind, release, args) VALUES ('seal', 'api@1', '{"waitMs": "soon", "also": 1}') RETURNING id::text AS id`);
     const ran: string[] = [];
     const handlers = switchRequestHandlers();
     await serveRequests(db, {

@@ -146,18 +146,22 @@ describe('POST /datasets/:ds/events', () => {
 
   it('busy: 429 with Retry-After and nothing written; a body larger than the bound alone is 400', async () => {
     const pending = (await one(`SELECT count(*)::int AS n FROM genfill.change_log WHERE source_table = $1`, [MIRROR])).n;
-    const small = await start({ GENFILL_MAX_PENDING_EVENTS: String(pending + 1) });
+    // The bound is the owner's: `genfill migrate` writes GENFILL_MAX_PENDING_EVENTS into genfill.settings.
+    const bound = async (n: number) => expect((await runCli(['migrate'], { ...env, GENFILL_MAX_PENDING_EVENTS: String(n) })).code).toBe(0);
+    await bound(pending + 1);
     const before = await ingressCounts(db.pool, MIRROR);
-    const busy = await post([upsert(9, 1, 'a'), upsert(10, 1, 'b')], { server: small });
+    const busy = await post([upsert(9, 1, 'a'), upsert(10, 1, 'b')]);
     expect(busy.status).toBe(429);
     expect(Number(busy.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(busy.body).toMatchObject({ error: 'IngressBusyError', pending, events: 2, max: pending + 1 });
     expect(await ingressCounts(db.pool, MIRROR)).toEqual(before);
 
-    const tooBig = await post([upsert(9, 1, 'a'), upsert(10, 1, 'b'), upsert(11, 1, 'c')], { server: await start({ GENFILL_MAX_PENDING_EVENTS: '2' }) });
+    await bound(2);
+    const tooBig = await post([upsert(9, 1, 'a'), upsert(10, 1, 'b'), upsert(11, 1, 'c')]);
     expect(tooBig.status).toBe(400);
     expect(tooBig.body.problems.at(-1).message).toMatch(/3 events in one file, more than GENFILL_MAX_PENDING_EVENTS \(2\): split the file/);
     expect(await ingressCounts(db.pool, MIRROR)).toEqual(before);
+    await bound(1_000_000);
   });
 
   it('a dataset that is not an ingress mirror is 409 naming the install command; an unknown one 404', async () => {

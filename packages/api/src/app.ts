@@ -10,7 +10,7 @@ import type { Redis } from '@genfill/queue';
 import type { Db } from '@genfill/registry';
 import { authenticate, type SessionStore, type TokenTable } from './auth.ts';
 import { boardRoutes } from './board.ts';
-import { eventRoutes, type IngressSettings } from './events.ts';
+import { eventRoutes } from './events.ts';
 import { healthz } from './health.ts';
 import { errorHandler, notFound } from './http-errors.ts';
 import { loginRoutes } from './login.ts';
@@ -32,8 +32,6 @@ export interface AppDeps {
   log: Logger;
   /** express's `trust proxy` (GENFILL_API_TRUST_PROXY); unset trusts no proxy. */
   trustProxy?: Config['GENFILL_API_TRUST_PROXY'];
-  /** POST /datasets/:ds/events: GENFILL_MAX_PENDING_EVENTS and GENFILL_TOMBSTONE_RETENTION. */
-  ingress: IngressSettings;
   /** GET /datasets/:ds/rows: GENFILL_READER_LEASE_TTL in milliseconds (default 5 minutes). */
   readerLeaseTtlMs?: number;
 }
@@ -62,7 +60,7 @@ export function createApp(deps: AppDeps): Express {
   app.use(requireSameOriginForCookies(log));
   app.use(releaseRoutes({ db, dispatcher, queues: deps.queues, log }));
   app.use(boardRoutes({ db, queues: deps.queues, log }));
-  app.use(eventRoutes({ db, log, ingress: deps.ingress }));
+  app.use(eventRoutes({ db, log }));
   app.use(rowRoutes({ db, log, leaseTtlMs: deps.readerLeaseTtlMs }));
   app.use(statusRoutes({ db, dispatcher, log }));
   app.use(notFound);

@@ -2,7 +2,7 @@
 // applied to the dataset's ingress mirror exactly as `genfill ingest` applies a file — the
 // body is streamed, never held whole — with the token's subject as the principal. 200 with the
 // counts; 400 malformed (every bad line listed, nothing written) or more events than
-// GENFILL_MAX_PENDING_EVENTS; 409 a conflict (nothing applied, recorded) or not a mirror; 429
+// the owner's pending bound (genfill.settings); 409 a conflict (nothing applied, recorded) or not a mirror; 429
 // busy with Retry-After.
 import { once } from 'node:events';
 import { Router, type Request } from 'express';
@@ -12,17 +12,9 @@ import type { Logger } from '@genfill/observability';
 import type { Db } from '@genfill/registry';
 import { requirePermission, requirePrincipal } from './auth.ts';
 
-export interface IngressSettings {
-  /** GENFILL_MAX_PENDING_EVENTS */
-  maxPending: number;
-  /** GENFILL_TOMBSTONE_RETENTION, seconds */
-  tombstoneRetentionSeconds: number;
-}
-
 export interface EventDeps {
   db: Db;
   log: Logger;
-  ingress: IngressSettings;
 }
 
 const datasetName = releaseSchema.shape.dataset;
@@ -45,7 +37,7 @@ export function eventRoutes(deps: EventDeps): Router {
       if (!parsed.success) {
         throw new InvalidInputError(parsed.error.issues.map((i) => ({ path: 'ds', message: i.message })));
       }
-      const result = await ingest(db, parsed.data, req, { ...deps.ingress, principal: who.subject });
+      const result = await ingest(db, parsed.data, req, { principal: who.subject });
       log.info({ dataset: result.dataset, subject: who.subject, events: result.events, applied: result.applied, stale: result.stale, refused: result.refused }, 'ingest via the API');
       res.json({ ...result, principal: who.subject });
     } catch (err) {

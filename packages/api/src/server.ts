@@ -63,7 +63,6 @@ export async function startApi(o: ApiServerOptions): Promise<ApiServer> {
     queues = new ReleaseQueues(db, redis, config.GENFILL_QUEUE_PREFIX, log);
     registerQueueGauges(registry, { db, redis, queues, log });
     const app = createApp({ db, redis, prefix: config.GENFILL_QUEUE_PREFIX, tokens, sessions: new SessionStore(), queues, registry, log, trustProxy: config.GENFILL_API_TRUST_PROXY,
-      ingress: { maxPending: config.GENFILL_MAX_PENDING_EVENTS, tombstoneRetentionSeconds: config.GENFILL_TOMBSTONE_RETENTION },
       readerLeaseTtlMs: config.GENFILL_READER_LEASE_TTL * 1000 });
 
     const s = createServer(app);

@@ -5,7 +5,7 @@ export { ConsumeIsolationError, type ConsumedBatch, type ConsumedEvent, type Con
 export { containmentMinimum, contains, formatSnapshot, GENESIS_SNAPSHOT, parseSnapshot, type Snapshot, snapshotContains, visibleIn } from './snapshot.ts';
 export { installIngressMirror, type IngressMirror, type IngressMirrorInstall } from './ingress.ts';
 export { type IngressEvent, type MirrorShape, type ParsedLine, type RawLine } from './ingress-events.ts';
-export { ingest, type IngestOptions, type IngestResult } from './ingress-ingest.ts';
+export { ingest, type IngestOptions, type IngestResult, maxPendingEvents } from './ingress-ingest.ts';
 export { type CaptureInstall, type CaptureRemove, installCapture, removeCapture } from './capture.ts';
 export { CaptureRefusedError, type ChosenKey, type KeyCandidate } from './capture-checks.ts';
 export { type CaptureEvent } from './capture-sql.ts';

@@ -16,14 +16,28 @@
 // keeps the memory flat. Row i of the COPY is line i of the file (a blank line is a NULL
 // event), so a line the server refuses while it is copied is reported by its number too.
 //
-// A refused file for a conflict takes two transactions: the apply raises and rolls back
-// (nothing applied), then genfill.ingress_record_conflict records the conflict and moves the
-// open releases to RECONCILIATION_REQUIRED. Tombstone compaction runs after the commit, in its
-// own short transaction, and is skipped while another ingest of the mirror runs.
+// A file refused for a conflict is recorded by the verb itself (migration 0026): nothing of it
+// is applied, the conflicts go to genfill.ingress_conflicts and the open releases to
+// RECONCILIATION_REQUIRED in the same transaction, and the verb returns them; this side commits
+// and raises IngressConflictError. (Before 0026 this side recorded them in a second transaction
+// through genfill.ingress_record_conflict, which any operator could call with forged JSON.)
+// Tombstone compaction runs after the commit, in its own short transaction, and is skipped
+// while another ingest of the mirror runs.
+//
+// The bounds are the owner's (genfill.settings): the pending bound is read here only to refuse
+// an oversized file before sending all of it; the verb applies it regardless.
 import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
 import { from as copyFrom } from 'pg-copy-streams';
-import { DEFAULT_RETRY_AFTER_SECONDS, errorFromPg, IngressConflictError, InvalidInputError, isPgError, type Problem } from '@genfill/contracts';
+import {
+  DEFAULT_RETRY_AFTER_SECONDS,
+  errorFromPg,
+  type IngressConflict,
+  IngressConflictError,
+  InvalidInputError,
+  isPgError,
+  type Problem,
+} from '@genfill/contracts';
 import { asPrincipal, type Conn, type Db } from '@genfill/registry';
 import { ingressMirrorOf, type IngressMirror } from './ingress.ts';
 import { ndjsonLines, parseEventLine } from './ingress-events.ts';
@@ -36,10 +50,6 @@ const MAX_LISTED_PROBLEMS = 1_000;
 export const INGRESS_RETRY_AFTER_SECONDS = DEFAULT_RETRY_AFTER_SECONDS;
 
 export interface IngestOptions {
-  /** GENFILL_MAX_PENDING_EVENTS */
-  maxPending: number;
-  /** GENFILL_TOMBSTONE_RETENTION, seconds */
-  tombstoneRetentionSeconds: number;
   /** The API's token subject; the CLI's principal is its login (session_user). */
   principal?: string | null;
 }
@@ -73,6 +83,20 @@ interface ApplyRow {
   refused: string;
   refused_keys: Record<string, unknown>[];
   source_table: string;
+  /** The conflicts the verb found and recorded (nothing applied), else null. */
+  conflicts: IngressConflict[] | null;
+  conflict_ids: string[] | null;
+  conflict_releases: string[] | null;
+}
+
+/**
+ * The owner's pending bound (the setting ingest.max_pending_events): the most events one file
+ * may hold, and pending plus one file may reach. genfill.ingest_apply applies it whatever the
+ * caller read; the API and this module read it to refuse early.
+ */
+export async function maxPendingEvents(conn: Conn | Db): Promise<number> {
+  const { rows } = await conn.query<{ v: string }>(`SELECT genfill.setting('ingest.max_pending_events') AS v`);
+  return Number(rows[0]!.v);
 }
 
 
@@ -192,43 +216,27 @@ async function stage(conn: Conn, mirror: IngressMirror, input: AsyncIterable<Buf
  * IngressBusyError at the pending bound, IngressConflictError for an equal revision with
  * another payload (nothing applied; recorded), RefusedError when the source is not a mirror.
  */
-export async function ingest(db: Db, dataset: string, input: AsyncIterable<Buffer | string>, opts: IngestOptions): Promise<IngestResult> {
+export async function ingest(db: Db, dataset: string, input: AsyncIterable<Buffer | string>, opts: IngestOptions = {}): Promise<IngestResult> {
   const mirror = await ingressMirrorOf(db, dataset);
-  let applied: ApplyRow;
-  try {
-    applied = await asPrincipal(db, opts.principal, async (conn) => {
-      await stage(conn, mirror, input, opts.maxPending);
-      try {
-        const { rows } = await conn.query<ApplyRow>('SELECT * FROM genfill.ingest_apply($1, $2)', [dataset, opts.maxPending]);
-        return rows[0]!;
-      } catch (err) {
-        // GFI01 bad events, GFB01 busy, GFX01 a conflict (recorded below, after the rollback).
-        throw errorFromPg(err, { dataset, retryAfterSeconds: INGRESS_RETRY_AFTER_SECONDS });
-      }
-    });
-  } catch (err) {
-    if (!(err instanceof IngressConflictError)) throw err;
-    // Second transaction: the evidence, and the releases it blocks.
-    const recorded = await asPrincipal(db, opts.principal, async (conn) => {
-      try {
-        const { rows } = await conn.query<{ conflict_ids: string[]; releases: string[] }>(
-          'SELECT * FROM genfill.ingress_record_conflict($1, $2)',
-          [dataset, JSON.stringify(err.conflicts)],
-        );
-        return rows[0]!;
-      } catch (e) {
-        throw errorFromPg(e, { dataset });
-      }
-    });
-    throw new IngressConflictError(dataset, err.conflicts, recorded.conflict_ids.map(String), recorded.releases);
+  const maxPending = await maxPendingEvents(db);
+  const applied = await asPrincipal(db, opts.principal, async (conn) => {
+    await stage(conn, mirror, input, maxPending);
+    try {
+      const { rows } = await conn.query<ApplyRow>('SELECT * FROM genfill.ingest_apply($1)', [dataset]);
+      return rows[0]!;
+    } catch (err) {
+      // GFI01 bad events, GFB01 busy.
+      throw errorFromPg(err, { dataset, retryAfterSeconds: INGRESS_RETRY_AFTER_SECONDS });
+    }
+  });
+  // Committed: the conflicts and the releases they blocked (nothing of the file applied).
+  if (applied.conflicts !== null) {
+    throw new IngressConflictError(dataset, applied.conflicts, (applied.conflict_ids ?? []).map(String), applied.conflict_releases ?? []);
   }
 
   // Housekeeping after the commit: a failure leaves the events committed; the next ingest compacts.
   const compacted = await asPrincipal(db, opts.principal, async (conn) => {
-    const { rows } = await conn.query<{ n: string | null }>('SELECT genfill.ingress_compact_tombstones($1, make_interval(secs => $2)) AS n', [
-      dataset,
-      opts.tombstoneRetentionSeconds,
-    ]);
+    const { rows } = await conn.query<{ n: string | null }>('SELECT genfill.ingress_compact_tombstones($1) AS n', [dataset]);
     return rows[0]!.n === null ? null : Number(rows[0]!.n);
   }).catch(() => null);
 

@@ -103,12 +103,20 @@ export const configSchema = z.object({
   GENFILL_CANARY_EVERY_MS: durationSetting({ bareUnit: 'ms', min: 10, max: 60_000 }).optional(),
   GENFILL_PROMETHEUS_URL: z.url({ protocol: /^https?$/ }).optional(),
   GENFILL_FOREGROUND_QUERY: z.string().min(1).optional(),
-  GENFILL_MAX_PENDING_EVENTS: z.coerce.number().int().positive().default(1_000_000),
+  // Owner-held settings (genfill.settings, migration 0026). The verbs read the settings, never
+  // these variables: `genfill migrate`, run as the owner, writes each one that is set into its
+  // setting (unset leaves the setting as it is; the defaults are the migration's).
+  /** ingest.max_pending_events: pending events per dataset plus one file (installed as 1,000,000). */
+  GENFILL_MAX_PENDING_EVENTS: z.coerce.number().int().positive().optional(),
+  /** ingress.tombstone_retention, in seconds (installed as 7 days). */
+  GENFILL_TOMBSTONE_RETENTION: retention().optional(),
+  /** reader_lease.max_lifetime, in seconds: a reader lease's life from its first grant (installed as 24 hours). */
+  GENFILL_READER_LEASE_MAX_LIFETIME: retention().optional(),
+  /** request.max_open_per_principal: open requests one principal may have (installed as 20). */
+  GENFILL_MAX_OPEN_REQUESTS: z.coerce.number().int().positive().max(1_000_000).optional(),
   // Jobs a release keeps in Redis at most; the registry holds every partition, the planner and
   // the workers top the window up as partitions finish (issue 19).
   GENFILL_DISPATCH_WINDOW: z.coerce.number().int().min(1).max(10_000).default(10_000),
-  /** How long ingress tombstones are kept at least, in seconds (default 7 days). */
-  GENFILL_TOMBSTONE_RETENTION: retention().default(7 * 86_400),
   /** How long a pinned read's lease on its generation lasts past each page, in seconds (default 5 minutes). */
   GENFILL_READER_LEASE_TTL: retention(86_400_000).default(300),
   GENFILL_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -69,6 +69,7 @@ export {
   type KindsOf,
   parseRequestArgs,
   type RequestArgs,
+  requestArgsSchema,
   type RequestKind,
   REQUEST_KIND_NAMES,
   REQUEST_KINDS,

@@ -76,6 +76,20 @@ export const SQLSTATE = {
   ingressConflict: 'GFX01',
   /** A login may not read a source's events or conflict images (genfill.source_events, 0025). */
   sourceReadRefused: 'GFP01',
+  /** genfill.request: a request of that kind and release is open with other arguments (DETAIL: `{request, state}`). */
+  requestOpen: 'GFQ01',
+  /** genfill.request: the principal has request.max_open_per_principal open requests (DETAIL: `{open, max}`). */
+  requestCap: 'GFQ02',
+  /** genfill.request: the arguments do not fit the kind's schema (DETAIL: `[{path, message}]`). */
+  requestArgs: 'GFQ03',
+  /** genfill.reader_lease: the live lease of that holder is another principal's. */
+  readerLeaseNotYours: 'GFQ04',
+  /** genfill.reader_lease: the lease reached reader_lease.max_lifetime and expired. */
+  readerLeaseLifetime: 'GFQ05',
+  /** genfill.quarantine_key: the key is neither a projector stop's nor named by a reconciliation. */
+  quarantineUnnamed: 'GFQ06',
+  /** genfill.settings: a setting is missing, or a value the owner wrote does not read as its type. */
+  setting: 'GFQ07',
 
   invalidParameterValue: '22023',
   uniqueViolation: '23505',
@@ -169,11 +183,27 @@ export const PG_ERRORS = {
       return new IngressBusyError(c.dataset ?? '?', d.pending ?? 0, d.events ?? 0, d.max ?? 0, c.retryAfterSeconds ?? DEFAULT_RETRY_AFTER_SECONDS);
     },
   }),
-  // The apply's refusal, before the conflict is recorded: no ids and no releases yet.
+  // Raised inside genfill.ingest_apply and recorded there (migration 0026): a caller sees the
+  // conflicts in the verb's result, not this code. Kept for a conflict raised anywhere else.
   [SQLSTATE.ingressConflict]: mapping({
     class: IngressConflictError,
     make: (e, c) => new IngressConflictError(c.dataset ?? '?', json<IngressConflict[]>(e.detail, []), [], []),
   }),
+  [SQLSTATE.requestOpen]: mapping({ class: RefusedError, make: (_e, _c, m) => new RefusedError(m) }),
+  [SQLSTATE.requestCap]: mapping({ class: RefusedError, make: (_e, _c, m) => new RefusedError(m) }),
+  // DETAIL `[{path, message}]`: each problem by its path (`args.waitMs`).
+  [SQLSTATE.requestArgs]: mapping({
+    class: InvalidInputError,
+    make: (e, c, m) => {
+      const list = json<unknown>(e.detail, null);
+      if (!Array.isArray(list)) return new InvalidInputError([{ path: c.input ?? 'args', message: m }]);
+      return new InvalidInputError(list.map((p: { path?: string; message?: string }) => ({ path: String(p.path ?? 'args'), message: String(p.message ?? m) })));
+    },
+  }),
+  [SQLSTATE.readerLeaseNotYours]: mapping({ class: PermissionDeniedError, make: (_e, _c, m) => new PermissionDeniedError(m) }),
+  [SQLSTATE.readerLeaseLifetime]: mapping({ class: RefusedError, make: (_e, _c, m) => new RefusedError(m) }),
+  [SQLSTATE.quarantineUnnamed]: mapping({ class: RefusedError, make: (_e, _c, m) => new RefusedError(m) }),
+  [SQLSTATE.setting]: mapping({ class: RefusedError, make: (_e, _c, m) => new RefusedError(m) }),
   // Raised by name by genfill's functions for a bad holder, TTL or batch size: the caller's input.
   [SQLSTATE.invalidParameterValue]: mapping({ class: InvalidInputError, make: (_e, c, m) => new InvalidInputError([{ path: c.input ?? '', message: m }]) }),
   // The releases' exclusion constraint: a submission that raced another one over the same range.

@@ -5,7 +5,9 @@
 // before a handler sees it (a payload that does not parse fails the request with exit 2, nothing
 // done). The CLI's service map, the API's bodies, the handler maps (a service's map must have a
 // handler for each of its kinds) and the database's list of kinds (genfill.request_kinds,
-// synced by `genfill migrate`) all derive from REQUEST_KINDS.
+// synced by `genfill migrate`) all derive from REQUEST_KINDS. So does the JSON Schema of each
+// kind's arguments that migrate stores beside it (requestArgsSchema): genfill.request checks
+// the arguments against it before anything is queued, whoever calls it (psql included).
 import { z } from 'zod';
 import { InvalidInputError, type Problem } from './errors.ts';
 
@@ -96,4 +98,43 @@ export function parseRequestArgs<K extends RequestKind>(kind: K, args: unknown, 
   if (parsed.success) return parsed.data as RequestArgs<K>;
   const problems: Problem[] = parsed.error.issues.map((i) => ({ path: [where, ...i.path.map(String)].join('.'), message: i.message }));
   throw new InvalidInputError(problems);
+}
+
+/**
+ * The keywords genfill.request_args_problems (sql/functions/request.sql) checks, by the type
+ * they apply to. A schema using any other keyword is refused here, so the database never
+ * silently skips a constraint the code's schema has.
+ */
+const CHECKED_KEYWORDS: Record<string, readonly string[]> = {
+  object: ['type', 'properties', 'required', 'additionalProperties'],
+  array: ['type', 'items', 'minItems', 'maxItems'],
+  string: ['type', 'minLength', 'maxLength'],
+  integer: ['type', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'],
+  number: ['type', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'],
+  boolean: ['type'],
+};
+
+type JsonSchema = { [k: string]: unknown };
+
+function assertChecked(schema: JsonSchema, path: string): void {
+  const type = schema.type;
+  const allowed = typeof type === 'string' ? CHECKED_KEYWORDS[type] : undefined;
+  if (!allowed) throw new Error(`request args schema at ${path}: type ${JSON.stringify(type)} is not one genfill.request checks`);
+  const extra = Object.keys(schema).filter((k) => !allowed.includes(k));
+  if (extra.length > 0) throw new Error(`request args schema at ${path}: genfill.request does not check ${extra.join(', ')}`);
+  if (type === 'object') {
+    if (schema.additionalProperties !== false) throw new Error(`request args schema at ${path}: an object must be strict (additionalProperties false)`);
+    for (const [k, sub] of Object.entries((schema.properties ?? {}) as Record<string, JsonSchema>)) assertChecked(sub, `${path}.${k}`);
+  }
+  if (type === 'array' && schema.items !== undefined) assertChecked(schema.items as JsonSchema, `${path}[]`);
+}
+
+/**
+ * The JSON Schema of a kind's arguments (draft 2020-12, as z.toJSONSchema writes it for the
+ * input), limited to what the database checks: throws when the kind's schema needs more.
+ */
+export function requestArgsSchema(kind: RequestKind): JsonSchema {
+  const { $schema: _drop, ...schema } = z.toJSONSchema(REQUEST_KINDS[kind].args, { io: 'input' }) as JsonSchema;
+  assertChecked(schema, kind);
+  return schema;
 }

@@ -44,8 +44,9 @@ describe('configuration from the environment', () => {
     ]);
   });
 
-  it('reads GENFILL_TOMBSTONE_RETENTION as seconds, 7 days by default', () => {
-    expect(loadConfig({}).GENFILL_TOMBSTONE_RETENTION).toBe(7 * 86_400);
+  it('reads GENFILL_TOMBSTONE_RETENTION as seconds, unset by default (the owner\'s setting stays as it is)', () => {
+    expect(loadConfig({}).GENFILL_TOMBSTONE_RETENTION).toBeUndefined();
+    expect(loadConfig({}).GENFILL_MAX_PENDING_EVENTS).toBeUndefined();
     expect(loadConfig({ GENFILL_TOMBSTONE_RETENTION: '24h' }).GENFILL_TOMBSTONE_RETENTION).toBe(86_400);
     expect(loadConfig({ GENFILL_TOMBSTONE_RETENTION: '30m' }).GENFILL_TOMBSTONE_RETENTION).toBe(1_800);
     expect(loadConfig({ GENFILL_TOMBSTONE_RETENTION: '90s' }).GENFILL_TOMBSTONE_RETENTION).toBe(90);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError, parseRequestArgs, REQUEST_KIND_NAMES, REQUEST_KINDS, REQUEST_SERVICES, serviceOf } from '../src/index.ts';
+import { InvalidInputError, parseRequestArgs, requestArgsSchema, REQUEST_KIND_NAMES, REQUEST_KINDS, REQUEST_SERVICES, serviceOf } from '../src/index.ts';
 
 describe('the request kinds, declared once', () => {
   it('gives every kind a service, a description and strict arguments', () => {
@@ -9,6 +9,18 @@ describe('the request kinds, declared once', () => {
       expect(REQUEST_KINDS[kind].description.length).toBeGreaterThan(10);
       expect(() => parseRequestArgs(kind, { ...validArgs(kind), surprise: 1 })).toThrow(InvalidInputError);
     }
+  });
+
+  it('gives every kind a JSON Schema of its arguments that genfill.request checks in full: strict, bounded, nothing it skips', () => {
+    for (const kind of REQUEST_KIND_NAMES) {
+      const schema = requestArgsSchema(kind);
+      expect({ kind, type: schema.type, additionalProperties: schema.additionalProperties }).toEqual({ kind, type: 'object', additionalProperties: false });
+    }
+    expect(requestArgsSchema('seal')).toEqual({
+      type: 'object',
+      properties: { waitMs: { type: 'integer', exclusiveMinimum: 0, maximum: 1_800_000 } },
+      additionalProperties: false,
+    });
   });
 
   it('parses what the CLI and the API send', () => {

@@ -11,7 +11,7 @@
 // `genfill read`, GET /datasets/:ds/rows and applications (openPinnedRead) use this.
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { InvalidInputError, NotFoundError, pgErrorCode, RefusedError, UnknownDatasetError, type Problem } from '@genfill/contracts';
+import { InvalidInputError, NotFoundError, PermissionDeniedError, pgErrorCode, RefusedError, UnknownDatasetError, type Problem } from '@genfill/contracts';
 import {
   asPrincipal,
   type Conn,
@@ -154,6 +154,27 @@ async function takeReaderLease(conn: Conn, l: Parameters<typeof takeLease>[1]): 
   }
 }
 
+/**
+ * The page's lease. A cursor names the holder of the read it continues; when that lease is
+ * another principal's (a cursor handed on — from a CLI user to an API viewer, say), it stays
+ * theirs: a principal renews only its own lease (migration 0026, GFQ04). The read then goes on
+ * under a lease of its own, and the next cursor names that one.
+ */
+async function cursorLease(conn: Conn, l: Parameters<typeof takeLease>[1], fromCursor: boolean): Promise<{ holder: string; expires: Date }> {
+  if (!fromCursor) return { holder: l.holder, expires: await takeReaderLease(conn, l) };
+  await conn.query('SAVEPOINT gf_cursor_lease');
+  try {
+    const expires = await takeReaderLease(conn, l);
+    await conn.query('RELEASE SAVEPOINT gf_cursor_lease');
+    return { holder: l.holder, expires };
+  } catch (err) {
+    if (!(err instanceof PermissionDeniedError)) throw err;
+    await conn.query('ROLLBACK TO SAVEPOINT gf_cursor_lease');
+    const holder = newHolder();
+    return { holder, expires: await takeReaderLease(conn, { ...l, holder }) };
+  }
+}
+
 interface Fetch {
   after?: Record<string, string>;
   /** A key as JSON text: one row. */
@@ -237,9 +258,9 @@ export async function readPage(db: Db, req: ReadRequest): Promise<ReadPage> {
     if (cursor) checkCursor(cursor, req.dataset, req.generation, shape.key);
     const key = hasKey ? parseKey(req.key!, shape.key.map((k) => k.name)) : undefined;
     const generation = cursor?.generation ?? (req.generation || activeOf(shape));
-    const expires = await takeReaderLease(conn, { dataset: req.dataset, generation, holder, ttlMs: req.leaseTtlMs });
+    const lease = await cursorLease(conn, { dataset: req.dataset, generation, holder, ttlMs: req.leaseTtlMs }, !req.holder && !!cursor);
     const got = await fetchRows(conn, shape, generation, { after: cursor?.after, key, limit: key !== undefined ? 1 : limit });
-    return page(shape, generation, holder, expires, key !== undefined ? { ...got, more: false } : got);
+    return page(shape, generation, lease.holder, lease.expires, key !== undefined ? { ...got, more: false } : got);
   });
 }
 

@@ -37,7 +37,7 @@ export {
   storedCoverage,
   storedGrid,
 } from './manifest.ts';
-export { assertSchemaCurrent, LATEST_VERSION, migrate } from './migrate.ts';
+export { assertSchemaCurrent, LATEST_VERSION, migrate, type OwnerSettings, ownerSettingsFromConfig } from './migrate.ts';
 export {
   DEFAULT_READER_LEASE_MS,
   generationGoneReason,

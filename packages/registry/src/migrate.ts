@@ -5,11 +5,14 @@
 // definition per function, idempotent) is applied and its sha256 recorded; the other commands
 // refuse a database whose recorded files are not this code's (sql/README.md). Last, the
 // request kinds: genfill.request_kinds is made equal to the code's registry (contracts'
-// REQUEST_KINDS), and the other commands refuse a database whose kinds differ.
+// REQUEST_KINDS), each kind with its arguments' JSON Schema, and the other commands refuse a
+// database whose kinds differ. And the owner's settings (genfill.settings, migration 0026):
+// each one the caller passes (`genfill migrate` passes the GENFILL_* variables that are set)
+// is written there; the verbs read only the settings.
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { REQUEST_KIND_NAMES, SchemaVersionError, serviceOf } from '@genfill/contracts';
+import { type Config, REQUEST_KIND_NAMES, requestArgsSchema, SchemaVersionError, serviceOf } from '@genfill/contracts';
 import { withTransaction, type Conn, type Db } from './db.ts';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../migrations/', import.meta.url));
@@ -90,6 +93,47 @@ export interface MigrateResult {
   functions: string[];
   /** How this run changed genfill.request_kinds to match the code's kinds (`+kind`, `-kind`, `~kind`). */
   requestKinds: string[];
+  /** The owner's settings this run changed (`name=value`). */
+  settings: string[];
+}
+
+/**
+ * Values for the owner's settings (genfill.settings), by setting name; a setting not given is
+ * left as it is. Only the owner writes them, so only `genfill migrate` (run as the owner) does.
+ */
+export type OwnerSettings = Partial<Record<'ingest.max_pending_events' | 'ingress.tombstone_retention' | 'reader_lease.max_lifetime' | 'request.max_open_per_principal', string>>;
+
+/** The settings the GENFILL_* variables that are set ask for. */
+export function ownerSettingsFromConfig(config: Pick<Config, 'GENFILL_MAX_PENDING_EVENTS' | 'GENFILL_TOMBSTONE_RETENTION' | 'GENFILL_READER_LEASE_MAX_LIFETIME' | 'GENFILL_MAX_OPEN_REQUESTS'>): OwnerSettings {
+  const out: OwnerSettings = {};
+  if (config.GENFILL_MAX_PENDING_EVENTS !== undefined) out['ingest.max_pending_events'] = String(config.GENFILL_MAX_PENDING_EVENTS);
+  if (config.GENFILL_TOMBSTONE_RETENTION !== undefined) out['ingress.tombstone_retention'] = `${config.GENFILL_TOMBSTONE_RETENTION} seconds`;
+  if (config.GENFILL_READER_LEASE_MAX_LIFETIME !== undefined) out['reader_lease.max_lifetime'] = `${config.GENFILL_READER_LEASE_MAX_LIFETIME} seconds`;
+  if (config.GENFILL_MAX_OPEN_REQUESTS !== undefined) out['request.max_open_per_principal'] = String(config.GENFILL_MAX_OPEN_REQUESTS);
+  return out;
+}
+
+/**
+ * Write the given settings, only where they differ (compared as their type: '7 days' and
+ * '604800 seconds' are one retention). A name the table lacks is a schema this code does not
+ * know: refused. The settings trigger checks each value.
+ */
+async function writeSettings(conn: Conn, settings: OwnerSettings): Promise<string[]> {
+  const entries = Object.entries(settings).filter((e): e is [string, string] => e[1] !== undefined);
+  if (entries.length === 0) return [];
+  const { rows } = await conn.query<{ name: string; value: string }>(
+    `WITH want AS (SELECT * FROM unnest($1::text[], $2::text[]) AS w(name, value))
+     UPDATE genfill.settings s SET value = want.value FROM want
+      WHERE s.name = want.name
+        AND CASE s.type WHEN 'bigint' THEN s.value::bigint IS DISTINCT FROM want.value::bigint
+                        ELSE s.value::interval IS DISTINCT FROM want.value::interval END
+     RETURNING s.name, s.value`,
+    [entries.map((e) => e[0]), entries.map((e) => e[1])],
+  );
+  const { rows: known } = await conn.query<{ name: string }>('SELECT name FROM genfill.settings WHERE name = ANY($1::text[])', [entries.map((e) => e[0])]);
+  const unknown = entries.map((e) => e[0]).filter((n) => !known.some((k) => k.name === n));
+  if (unknown.length > 0) throw new SchemaVersionError(`genfill.settings has no ${unknown.join(', ')}: this database's schema is not this genfill's`);
+  return rows.map((r) => `${r.name}=${r.value}`).sort();
 }
 
 interface RecordedFile {
@@ -140,19 +184,36 @@ async function applyFunctionFiles(conn: Conn, all: boolean): Promise<string[]> {
 interface KindRow {
   kind: string;
   service: string;
+  /** The arguments' JSON Schema as text, keys sorted (canonicalJson). */
+  args: string;
+}
+
+/** JSON with every object's keys sorted: one spelling per value, as jsonb compares them. */
+function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (v !== null && typeof v === 'object') {
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v);
 }
 
 async function recordedRequestKinds(conn: Conn): Promise<KindRow[]> {
-  return (await conn.query<KindRow>('SELECT kind, service FROM genfill.request_kinds ORDER BY kind')).rows;
+  const { rows } = await conn.query<{ kind: string; service: string; args: unknown }>('SELECT kind, service, args_schema AS args FROM genfill.request_kinds ORDER BY kind');
+  return rows.map((r) => ({ kind: r.kind, service: r.service, args: canonicalJson(r.args) }));
 }
 
-/** How genfill.request_kinds differs from the code's kinds (`+kind` missing, `-kind` unknown, `~kind` another service). */
+/** How genfill.request_kinds differs from the code's kinds (`+kind` missing, `-kind` unknown, `~kind` another service or arguments' schema). */
 function requestKindDrift(recorded: KindRow[]): string[] {
-  const db = new Map(recorded.map((k) => [k.kind, k.service]));
+  const db = new Map(recorded.map((k) => [k.kind, k]));
   return [
     ...REQUEST_KIND_NAMES.filter((k) => !db.has(k)).map((k) => `+${k}`),
     ...recorded.filter((k) => !(REQUEST_KIND_NAMES as string[]).includes(k.kind)).map((k) => `-${k.kind}`),
-    ...REQUEST_KIND_NAMES.filter((k) => db.has(k) && db.get(k) !== serviceOf(k)).map((k) => `~${k}`),
+    ...REQUEST_KIND_NAMES.filter((k) => db.has(k) && (db.get(k)!.service !== serviceOf(k) || db.get(k)!.args !== canonicalJson(requestArgsSchema(k)))).map(
+      (k) => `~${k}`,
+    ),
   ].sort();
 }
 
@@ -177,9 +238,10 @@ async function syncRequestKinds(conn: Conn): Promise<string[]> {
   }
   await conn.query('DELETE FROM genfill.request_kinds WHERE kind = ANY($1::text[])', [gone]);
   await conn.query(
-    `INSERT INTO genfill.request_kinds AS k (kind, service) SELECT * FROM unnest($1::text[], $2::text[])
-     ON CONFLICT (kind) DO UPDATE SET service = EXCLUDED.service WHERE k.service <> EXCLUDED.service`,
-    [REQUEST_KIND_NAMES, REQUEST_KIND_NAMES.map(serviceOf)],
+    `INSERT INTO genfill.request_kinds AS k (kind, service, args_schema) SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[])
+     ON CONFLICT (kind) DO UPDATE SET service = EXCLUDED.service, args_schema = EXCLUDED.args_schema
+      WHERE k.service <> EXCLUDED.service OR k.args_schema <> EXCLUDED.args_schema`,
+    [REQUEST_KIND_NAMES, REQUEST_KIND_NAMES.map(serviceOf), REQUEST_KIND_NAMES.map((k) => JSON.stringify(requestArgsSchema(k)))],
   );
   return drift;
 }
@@ -200,7 +262,7 @@ function functionFileDrift(recorded: RecordedFile[]): string | null {
   return parts.length > 0 ? parts.join('; ') : null;
 }
 
-export async function migrate(db: Db): Promise<MigrateResult> {
+export async function migrate(db: Db, o: { settings?: OwnerSettings } = {}): Promise<MigrateResult> {
   return withTransaction(db, async (conn) => {
     await conn.query(`SELECT pg_advisory_xact_lock(${MIGRATE_LOCK})`);
     await conn.query('CREATE SCHEMA IF NOT EXISTS genfill');
@@ -235,7 +297,8 @@ export async function migrate(db: Db): Promise<MigrateResult> {
     }
     const functions = await applyFunctionFiles(conn, done.length > 0);
     const requestKinds = await syncRequestKinds(conn);
-    return { applied: done, version: known.length, functions, requestKinds };
+    const settings = await writeSettings(conn, o.settings ?? {});
+    return { applied: done, version: known.length, functions, requestKinds, settings };
   });
 }
 

@@ -64,7 +64,13 @@ export async function isServiceLogin(conn: Conn | Db): Promise<boolean> {
   return rows[0]!.ok;
 }
 
-/** Ask for a `kind` request (genfill.request, checked by its grants); its arguments are parsed first. */
+/**
+ * Ask for a `kind` request (genfill.request, checked by its grants); its arguments are parsed
+ * first. The verb checks them again against the kind's schema (InvalidInputError), returns the
+ * id of an open request of the same kind, release and arguments instead of queueing a second,
+ * and refuses (RefusedError) another open one of that kind and release or a principal past
+ * request.max_open_per_principal (genfill.settings).
+ */
 export async function submitRequest<K extends RequestKind>(conn: Conn | Db, q: { kind: K; release: string; args: RequestArgs<K> }): Promise<string> {
   const args = parseRequestArgs(q.kind, q.args);
   try {

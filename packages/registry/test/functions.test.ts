@@ -184,7 +184,7 @@ describe('function files', () => {
 describe('migrate', () => {
   it('run again changes nothing and leaves every trigger and event trigger defined once', async () => {
     const before = await catalog();
-    expect(await migrate(db.pool)).toEqual({ applied: [], version: LATEST_VERSION, functions: [], requestKinds: [] });
+    expect(await migrate(db.pool)).toEqual({ applied: [], version: LATEST_VERSION, functions: [], requestKinds: [], settings: [] });
     const after = await catalog();
     expect(after).toEqual(before);
     const byTable = new Map<string, number>();

@@ -1,6 +1,6 @@
 // `genfill ingest <dataset> <file.ndjson>`: apply a source's events to the dataset's ingress
 // mirror (docs/ingress.md). Exit 0 applied; 2 a malformed line (all listed) or a file over
-// GENFILL_MAX_PENDING_EVENTS, nothing written; 3 not a mirror, busy (retry later), or a
+// the owner's pending bound (genfill.settings ingest.max_pending_events), nothing written; 3 not a mirror, busy (retry later), or a
 // conflict (equal revision with another payload: nothing applied, recorded).
 import { createReadStream } from 'node:fs';
 import { access } from 'node:fs/promises';
@@ -25,10 +25,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         await access(file).catch((err: Error) => {
           throw new InvalidInputError([{ path: file, message: `cannot read the file: ${err.message}` }]);
         });
-        const result = await ingest(await ctx.db(), dataset, createReadStream(file, { highWaterMark: 256 * 1024 }), {
-          maxPending: ctx.config.GENFILL_MAX_PENDING_EVENTS,
-          tombstoneRetentionSeconds: ctx.config.GENFILL_TOMBSTONE_RETENTION,
-        });
+        const result = await ingest(await ctx.db(), dataset, createReadStream(file, { highWaterMark: 256 * 1024 }));
         if (result.refused > 0) {
           ctx.io.err(
             `warning: ${count(result.refused)} events not applied: at or below a compacted tombstone's revision for keys genfill holds nothing for ` +

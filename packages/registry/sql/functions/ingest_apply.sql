@@ -5,22 +5,27 @@
 -- table of this session of exactly this shape, and every event is checked again. In this one
 -- transaction, as 0011 (whose order of refusals this keeps):
 --   1. refuse (GFI01, nothing written) events that do not fit the mirror, with their lines;
---   2. refuse (GFB01) when the dataset's pending events plus these exceed p_max_pending;
+--   2. refuse (GFB01) when the dataset's pending events plus these exceed the owner's bound,
+--      the setting ingest.max_pending_events (genfill.settings, migration 0026): the caller
+--      has no say in it (before 0026 the caller passed it, and NULL skipped it);
 --   3. type every event by the mirror (a value a column refuses: GFI01 with its line); per key
 --      the file's highest revision is its candidate (the last line of it); two lines with one
 --      revision and other payloads are a conflict (GFX01);
 --   4. lock the keys in key order — a key genfill never saw by inserting its ingress_keys row
 --      (waiting for a concurrent inserter of the same key), a known one with FOR UPDATE — and
 --      compare with what genfill holds: a higher revision wins, a lower or equal one is a no-op,
---      an equal one with another payload a conflict (GFX01, DETAIL the conflicts as JSON;
---      nothing is applied; the caller records them with genfill.ingress_record_conflict);
+--      an equal one with another payload a conflict: nothing is applied, and this verb
+--      records the conflicts itself (genfill.ingress_record_conflict, internal: the conflicts
+--      are what it found, never a caller's JSON) and returns them in `conflicts` with the ids
+--      and the releases moved to RECONCILIATION_REQUIRED — the caller commits and reports;
 --   5. at or below the compaction watermark, a key genfill holds nothing for is refused;
 --   6. the winners go to the mirror (upsert, or delete leaving the tombstone in ingress_keys)
 --      and to genfill.change_log (revision = the event's), and a dataset_log row 'ingest'.
 -- Row images are typed by the mirror (jsonb_populate_record, then to_jsonb) under pinned
 -- session settings, so equal payloads compare equal whatever their JSON spelling.
-CREATE OR REPLACE FUNCTION genfill.ingest_apply(p_dataset text, p_max_pending bigint DEFAULT NULL)
-RETURNS TABLE (events bigint, applied bigint, upserts bigint, deletes bigint, stale bigint, refused bigint, refused_keys jsonb, source_table text)
+CREATE OR REPLACE FUNCTION genfill.ingest_apply(p_dataset text)
+RETURNS TABLE (events bigint, applied bigint, upserts bigint, deletes bigint, stale bigint, refused bigint, refused_keys jsonb, source_table text,
+               conflicts jsonb, conflict_ids bigint[], conflict_releases text[])
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET "TimeZone" = 'UTC' SET "DateStyle" = 'ISO, YMD' SET "IntervalStyle" = 'postgres' SET extra_float_digits = 1 SET lc_monetary = 'C'
@@ -59,7 +64,11 @@ DECLARE
   v_refused bigint;
   v_refused_keys jsonb;
   ev record;
+  v_max bigint;
+  v_detail text;
+  v_recorded record;
 BEGIN
+  v_max := genfill.setting('ingest.max_pending_events')::bigint;
   SELECT * INTO m FROM genfill.ingress_mirror_of(p_dataset);
   mirror := m.relid::regclass::text;
 
@@ -149,10 +158,10 @@ BEGIN
   IF NOT typed THEN
     SELECT count(*) INTO n FROM ONLY pg_temp.ingress_events e WHERE e.event IS NOT NULL;
   END IF;
-  IF p_max_pending IS NOT NULL AND n > p_max_pending THEN
-    RAISE EXCEPTION '% events in one file, more than GENFILL_MAX_PENDING_EVENTS (%): split the file', n, p_max_pending
+  IF n > v_max THEN
+    RAISE EXCEPTION '% events in one file, more than GENFILL_MAX_PENDING_EVENTS (%): split the file', n, v_max
       USING ERRCODE = 'GFI01', DETAIL = jsonb_build_array(jsonb_build_object('line', NULL, 'message',
-        format('%s events in one file, more than GENFILL_MAX_PENDING_EVENTS (%s): split the file', n, p_max_pending)))::text;
+        format('%s events in one file, more than GENFILL_MAX_PENDING_EVENTS (%s): split the file', n, v_max)))::text;
   END IF;
   IF typed THEN
     SELECT jsonb_agg(jsonb_build_object('line', t.line, 'message', t.msg) ORDER BY t.line) FILTER (WHERE t.msg IS NOT NULL),
@@ -169,13 +178,11 @@ BEGIN
   END IF;
 
   -- 2. The pending bound: busy is an answer to retry, never a drop.
-  IF p_max_pending IS NOT NULL THEN
-    pending := genfill.ingress_pending(p_dataset, p_max_pending + 1);
-    IF pending + n > p_max_pending THEN
-      RAISE EXCEPTION 'dataset % has % pending events; % more would pass GENFILL_MAX_PENDING_EVENTS (%): retry once the projector has consumed some',
-        p_dataset, pending, n, p_max_pending
-        USING ERRCODE = 'GFB01', DETAIL = jsonb_build_object('pending', pending, 'events', n, 'max', p_max_pending)::text;
-    END IF;
+  pending := genfill.ingress_pending(p_dataset, v_max + 1);
+  IF pending + n > v_max THEN
+    RAISE EXCEPTION 'dataset % has % pending events; % more would pass GENFILL_MAX_PENDING_EVENTS (%): retry once the projector has consumed some',
+      p_dataset, pending, n, v_max
+      USING ERRCODE = 'GFB01', DETAIL = jsonb_build_object('pending', pending, 'events', n, 'max', v_max)::text;
   END IF;
 
   -- Ingest and compaction of one mirror exclude each other (compaction takes it exclusively).
@@ -195,6 +202,9 @@ BEGIN
     RAISE EXCEPTION '% events have values the columns of % refuse', jsonb_array_length(problems), mirror USING ERRCODE = 'GFI01', DETAIL = problems::text;
   END IF;
 
+  -- From here to the conflict handler at the end, one block: a conflict (GFX01) rolls back
+  -- everything the block wrote (the new keys' rows among them) and is recorded by the handler.
+  BEGIN
   SELECT im.compacted_revision INTO watermark FROM genfill.ingress_mirrors im WHERE im.source_table = m.source_table;
   watermark := coalesce(watermark, 0);
 
@@ -394,8 +404,17 @@ BEGIN
   INSERT INTO genfill.dataset_log (dataset, action, detail)
   VALUES (p_dataset, 'ingest', jsonb_build_object('events', n, 'applied', v_applied, 'upserts', v_upserts, 'deletes', v_deletes,
                                                   'stale', v_stale, 'refused', v_refused, 'sourceTable', m.source_table));
-  RETURN QUERY SELECT n, v_applied, v_upserts, v_deletes, v_stale, v_refused, coalesce(v_refused_keys, '[]'), m.source_table;
+  RETURN QUERY SELECT n, v_applied, v_upserts, v_deletes, v_stale, v_refused, coalesce(v_refused_keys, '[]'), m.source_table,
+                      NULL::jsonb, NULL::bigint[], NULL::text[];
+  EXCEPTION WHEN SQLSTATE 'GFX01' THEN
+    -- Nothing of the file is applied; the conflicts are the ones found above (the exception's
+    -- DETAIL, built from the staged lines and the stored rows), recorded in this transaction.
+    GET STACKED DIAGNOSTICS v_detail = PG_EXCEPTION_DETAIL;
+    SELECT * INTO v_recorded FROM genfill.ingress_record_conflict(p_dataset, v_detail::jsonb);
+    RETURN QUERY SELECT n, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, '[]'::jsonb, m.source_table,
+                        v_detail::jsonb, v_recorded.conflict_ids, v_recorded.releases;
+  END;
 END $$;
-ALTER FUNCTION genfill.ingest_apply(text, bigint) OWNER TO genfill_owner;
-REVOKE ALL ON FUNCTION genfill.ingest_apply(text, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION genfill.ingest_apply(text, bigint) TO genfill_operator, genfill_service, genfill_api;
+ALTER FUNCTION genfill.ingest_apply(text) OWNER TO genfill_owner;
+REVOKE ALL ON FUNCTION genfill.ingest_apply(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION genfill.ingest_apply(text) TO genfill_operator, genfill_service, genfill_api;

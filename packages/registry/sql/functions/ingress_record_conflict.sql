@@ -1,6 +1,12 @@
--- The second transaction of a refused file: record each conflict and move the open releases
--- built from the mirror (of every dataset whose source it is: the conflict is in the source)
--- to RECONCILIATION_REQUIRED — every release whose state the transition table lets move there.
+-- Record each conflict of a refused file and move the open releases built from the mirror (of
+-- every dataset whose source it is: the conflict is in the source) to RECONCILIATION_REQUIRED —
+-- every release whose state the transition table lets move there.
+--
+-- Internal (migration 0026): only genfill.ingest_apply calls it, as genfill_owner, with the
+-- conflicts it found itself, in the transaction whose apply it rolled back. Until 0026 the
+-- ingesting client called it in a second transaction with the JSON the apply had raised, and
+-- so could anyone with EXECUTE (operators, the API): a forged conflict moved any open release.
+-- No role holds EXECUTE on it now.
 CREATE OR REPLACE FUNCTION genfill.ingress_record_conflict(p_dataset text, p_conflicts jsonb)
 RETURNS TABLE (conflict_ids bigint[], releases text[])
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -41,4 +47,4 @@ BEGIN
 END $$;
 ALTER FUNCTION genfill.ingress_record_conflict(text, jsonb) OWNER TO genfill_owner;
 REVOKE ALL ON FUNCTION genfill.ingress_record_conflict(text, jsonb) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION genfill.ingress_record_conflict(text, jsonb) TO genfill_operator, genfill_service, genfill_api;
+REVOKE ALL ON FUNCTION genfill.ingress_record_conflict(text, jsonb) FROM genfill_operator, genfill_approver, genfill_reader, genfill_service, genfill_api;

@@ -1,5 +1,12 @@
 -- The operator's way past a poison event: record the key (up to its latest logged revision),
--- clear the stop. The projector skips those events and says so in every status.
+-- clear the stop. The projector skips those events and says so in every status; the
+-- cutover's tail check reports the key instead of checking it.
+--
+-- Only for a key that was named (migration 0026; before it any key with events could be
+-- quarantined, hiding its changes from every reader): the key the projector of the dataset
+-- stopped on (genfill.projector_stops), or a key a reconciliation of one of the dataset's
+-- releases named in its findings (genfill.reconciliation_findings). Anything else is refused
+-- (GFQ06).
 CREATE OR REPLACE FUNCTION genfill.quarantine_key(p_dataset text, p_key jsonb, p_reason text)
 RETURNS TABLE (id bigint, up_to_revision bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -14,17 +21,26 @@ BEGIN
     RAISE EXCEPTION 'dataset % does not exist', p_dataset USING ERRCODE = 'GFN01';
   END IF;
   IF p_reason IS NULL OR length(trim(p_reason)) = 0 THEN
-    RAISE EXCEPTION 'quarantining a key needs a reason (--reason): it is recorded and read by the reconciler' USING ERRCODE = 'GFR01';
+    RAISE EXCEPTION 'quarantining a key needs a reason (--reason): it is recorded with the key and shown in every status' USING ERRCODE = 'GFR01';
   END IF;
   IF jsonb_typeof(p_key) IS DISTINCT FROM 'object' THEN
     RAISE EXCEPTION 'the key must be a JSON object of the key columns, e.g. {"order_id": 7}' USING ERRCODE = 'GFR01';
+  END IF;
+  SELECT * INTO stop FROM genfill.projector_stops s WHERE s.dataset = p_dataset;
+  IF (stop.dataset IS NULL OR stop.key IS DISTINCT FROM p_key)
+     AND NOT EXISTS (SELECT 1 FROM genfill.reconciliation_findings f
+                       JOIN genfill.reconciliations r ON r.id = f.reconciliation_id
+                       JOIN genfill.releases rel ON rel.id = r.release
+                      WHERE rel.dataset = p_dataset AND f.key = p_key) THEN
+    RAISE EXCEPTION 'key % of dataset % is neither the key its projector stopped on (%) nor one a reconciliation named: only such a key may be quarantined',
+      p_key, p_dataset, coalesce(stop.key::text, 'none')
+      USING ERRCODE = 'GFQ06';
   END IF;
   SELECT max(l.revision) INTO v_top FROM genfill.change_log l
    WHERE l.source_table = (SELECT c.source_table FROM genfill.captures c WHERE c.relid = to_regclass(ds.source_table)) AND l.key = p_key;
   IF v_top IS NULL THEN
     RAISE EXCEPTION 'the change log holds no event of % for key %: nothing to quarantine', ds.source_table, p_key USING ERRCODE = 'GFR01';
   END IF;
-  SELECT * INTO stop FROM genfill.projector_stops s WHERE s.dataset = p_dataset;
   INSERT INTO genfill.quarantined_keys (dataset, key, up_to_revision, reason, stopped_by)
   VALUES (p_dataset, p_key, v_top, p_reason, CASE WHEN stop.dataset IS NULL THEN NULL ELSE to_jsonb(stop) END)
   RETURNING quarantined_keys.id INTO v_id;

@@ -11,6 +11,14 @@
 -- READ COMMITTED row lock returns the latest version) and is refused (410) before reading.
 -- In 0016 an extended lease (ON CONFLICT DO UPDATE) took no lock on the row: a page could pass
 -- its check, lose the race to the retirement and find its partition detached (an empty page).
+--
+-- Bounded (migration 0026): a lease is its principal's. Another principal cannot renew (or
+-- take over) a live lease (GFQ04; the holder name is taken: pick another) — before 0026 any
+-- reader extended anyone's lease. And a lease cannot outlive the owner's
+-- reader_lease.max_lifetime counted from its first grant (taken_at): its expiry is capped
+-- there: a renewal then returns the capped expiry, and once that has passed the holder name is
+-- refused (GFQ05) until the expired row is dropped, so retention and pruning go on. A lease
+-- that expired before its cap is taken afresh (a new first grant), by its principal or another.
 CREATE OR REPLACE FUNCTION genfill.reader_lease(p_dataset text, p_generation text, p_holder text, p_ttl_ms integer)
 RETURNS timestamptz
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -18,6 +26,9 @@ DECLARE
   v_state text;
   v_gone text;
   v_expires timestamptz;
+  v_max interval := genfill.setting('reader_lease.max_lifetime')::interval;
+  v_principal text := genfill.current_principal();
+  v_held record;
 BEGIN
   IF p_holder IS NULL OR length(p_holder) NOT BETWEEN 1 AND 200 THEN
     RAISE EXCEPTION 'a reader lease needs a holder of 1 to 200 characters' USING ERRCODE = 'invalid_parameter_value';
@@ -38,12 +49,39 @@ BEGIN
   END IF;
   DELETE FROM genfill.reader_leases l
    WHERE l.dataset = p_dataset AND l.expires_at < clock_timestamp() - interval '1 hour';
+  SELECT l.principal, l.taken_at, l.expires_at INTO v_held FROM genfill.reader_leases l
+   WHERE l.dataset = p_dataset AND l.generation = p_generation AND l.holder = p_holder;
+  IF FOUND THEN
+    IF v_held.expires_at >= clock_timestamp() AND v_held.principal IS DISTINCT FROM v_principal THEN
+      RAISE EXCEPTION 'the reader lease % on %/% is held by another principal: a principal renews only its own lease (use another holder name)',
+        p_holder, p_dataset, p_generation USING ERRCODE = 'GFQ04';
+    END IF;
+    -- At its cap: not extended. A page may still read until the lease expires; after that the
+    -- holder name stays refused until the row is dropped (an hour after it expired, below), so
+    -- there is a time without the lease for retention to act in.
+    IF v_held.expires_at >= v_held.taken_at + v_max THEN
+      IF v_held.expires_at >= clock_timestamp() THEN
+        RETURN v_held.expires_at;
+      END IF;
+      RAISE EXCEPTION 'the reader lease % on %/% was first granted at % and may not outlive reader_lease.max_lifetime (%): it is not extended; finish the read',
+        p_holder, p_dataset, p_generation, v_held.taken_at, v_max
+        USING ERRCODE = 'GFQ05', DETAIL = jsonb_build_object('takenAt', v_held.taken_at, 'expiresAt', v_held.expires_at, 'maxLifetime', v_max::text)::text;
+    END IF;
+  END IF;
+  -- The row of a live lease is its principal's (checked above; the WHERE fences a concurrent
+  -- take-over between the check and here); an expired one is granted afresh.
   INSERT INTO genfill.reader_leases AS l (dataset, generation, holder, expires_at)
-  VALUES (p_dataset, p_generation, p_holder, clock_timestamp() + p_ttl_ms * interval '1 millisecond')
+  VALUES (p_dataset, p_generation, p_holder, least(clock_timestamp() + p_ttl_ms * interval '1 millisecond', clock_timestamp() + v_max))
   ON CONFLICT (dataset, generation, holder) DO UPDATE
-     SET expires_at = EXCLUDED.expires_at, renewed_at = clock_timestamp(), principal = EXCLUDED.principal,
+     SET expires_at = CASE WHEN l.expires_at < clock_timestamp() THEN EXCLUDED.expires_at ELSE least(EXCLUDED.expires_at, l.taken_at + v_max) END,
+         renewed_at = clock_timestamp(), principal = EXCLUDED.principal,
          taken_at = CASE WHEN l.expires_at < clock_timestamp() THEN clock_timestamp() ELSE l.taken_at END
+   WHERE l.principal = EXCLUDED.principal OR l.expires_at < clock_timestamp()
   RETURNING l.expires_at INTO v_expires;
+  IF v_expires IS NULL THEN
+    RAISE EXCEPTION 'the reader lease % on %/% is held by another principal: a principal renews only its own lease (use another holder name)',
+      p_holder, p_dataset, p_generation USING ERRCODE = 'GFQ04';
+  END IF;
   RETURN v_expires;
 END $$;
 ALTER FUNCTION genfill.reader_lease(text, text, text, integer) OWNER TO genfill_owner;

@@ -78,8 +78,10 @@ BEGIN
     -- A table-level REVOKE takes the column-level grants of the same privileges with it.
     EXECUTE format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON %s FROM %I CASCADE', p_table, pg_get_userbyid(g.grantee));
   END LOOP;
-  -- The fleet builds from it, people validate releases against it, readers read it.
-  EXECUTE format('GRANT SELECT ON %s TO genfill_service, genfill_operator, genfill_approver, genfill_reader', p_table);
+  -- The fleet builds from it; the reader named at install (the people who may read this
+  -- source) reads it too. Not every person: a mirror holds an outside source's rows, and SELECT
+  -- on it is what genfill.source_events checks before showing its events (issue 28).
+  EXECUTE format('GRANT SELECT ON %s TO genfill_service', p_table);
   IF p_reader IS NOT NULL AND p_reader <> 'genfill_owner' AND EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = p_reader) THEN
     EXECUTE format('GRANT SELECT ON %s TO %I', p_table, p_reader);
   END IF;

@@ -36,6 +36,7 @@ export {
   StaleLeaseError,
   type SwitchKind,
   SwitchRefusedError,
+  TransformRefusedError,
   UnknownDatasetError,
 } from './errors.ts';
 export {

@@ -25,6 +25,7 @@ import {
   RefusedError,
   ReleaseConflictError,
   StaleLeaseError,
+  TransformRefusedError,
 } from './errors.ts';
 
 /** The fields of a node-postgres DatabaseError genfill reads. */
@@ -73,6 +74,12 @@ export const SQLSTATE = {
   ingressBusy: 'GFB01',
   /** Ingress: an equal revision with another payload (DETAIL: the conflicts, JSON). */
   ingressConflict: 'GFX01',
+  /**
+   * A transform reads what its submitter may not (genfill.submit_release at submit,
+   * genfill.transform_admissible at plan), or its submitter is no database role. DETAIL: the
+   * problems, `[{path, message}]` JSON.
+   */
+  transformRefused: 'GFT01',
 
   invalidParameterValue: '22023',
   uniqueViolation: '23505',
@@ -188,6 +195,16 @@ export const PG_ERRORS = {
   // genfill.create_target_view: the target table exists and is not genfill's view.
   [SQLSTATE.duplicateTable]: mapping({ class: RefusedError, make: (_e, _c, m) => new RefusedError(m) }),
   [SQLSTATE.lockNotAvailable]: mapping({ class: LockNotAvailableError, make: (_e, _c, m) => new LockNotAvailableError(m) }),
+  [SQLSTATE.transformRefused]: mapping({
+    class: TransformRefusedError,
+    make: (e, c, m) =>
+      new TransformRefusedError(
+        json<Problem[]>(e.detail, [{ path: 'transform.sql', message: m }]),
+        null,
+        c.release ?? null,
+        { message: m },
+      ),
+  }),
 } as const;
 
 export type MappedSqlstate = keyof typeof PG_ERRORS;

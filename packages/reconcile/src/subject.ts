@@ -2,8 +2,8 @@
 // the release, the dataset's columns, the manifest, the current receipts, the pins. Nothing
 // here trusts a counter a worker wrote; receipts are loaded only to be checked.
 import { NotFoundError, quoteQualified, RefusedError, type ReleaseState } from '@genfill/contracts';
-import { parentExists, qualifiedGenerationTable, qualifiedParent, relationColumns, type Conn } from '@genfill/registry';
-import { loadAdmittedTransform } from '@genfill/transform';
+import { parentExists, qualifiedGenerationTable, qualifiedParent, relationColumns, type Conn, type Db } from '@genfill/registry';
+import { admitOnConnection, loadAdmittedTransform } from '@genfill/transform';
 import { loadLive, notPending, type LiveView } from './live.ts';
 
 const SYSTEM_COLUMNS = ['generation', '_gf_rev', '_gf_deleted'];
@@ -135,6 +135,16 @@ async function tableTypes(conn: Conn, table: string): Promise<Map<string, string
  */
 async function transformSql(conn: Conn, release: string, digest: string): Promise<string> {
   return (await loadAdmittedTransform(conn, { digest, release })).sql;
+}
+
+/**
+ * Admit the release's transform before the reconciliation's READ ONLY snapshot opens (the probe
+ * cannot run inside it); loadSubject then finds the verdict for the same text cached. A release
+ * that does not exist is left to loadSubject to refuse.
+ */
+export async function admitSubjectTransform(db: Db, id: string): Promise<void> {
+  const { rows } = await db.query<{ transform_digest: string }>('SELECT transform_digest FROM genfill.releases WHERE id = $1', [id]);
+  if (rows[0]) await admitOnConnection(db, { digest: rows[0].transform_digest, release: id });
 }
 
 async function manifestRow(conn: Conn, release: string): Promise<Subject['manifest']> {

@@ -97,6 +97,15 @@ export async function admitTransform(client: ClientBase, t: TransformContext & {
   if (until !== undefined && until > now) return;
   if (until !== undefined) admitted.delete(key);
 
+  // The probe creates a temporary view, which a READ ONLY transaction (the reconciler's
+  // exported snapshot) may not: such a caller admits the text on another connection first
+  // (admitOnConnection) and finds the verdict cached here. A miss means the text or its context
+  // changed since — refused, never run unchecked.
+  const { rows: ro } = await client.query<{ ro: boolean }>(`SELECT current_setting('transaction_read_only') = 'on' AS ro`);
+  if (ro[0]?.ro) {
+    const message = 'was not admitted before this read-only transaction began (its text or context changed since): run again';
+    throw new TransformRefusedError([{ path: 'transform', message }], t.digest ?? null, t.release ?? null);
+  }
   const problems: Problem[] = [...(await checkTransformStatic(t.sql)).problems];
   // The probe runs the text; a text the parser already refused never reaches the database.
   if (problems.length === 0) {
@@ -116,6 +125,22 @@ interface StoredRow {
   key_columns: string[] | null;
   time_column: string | null;
   dataset_dependencies: string[] | null;
+}
+
+/**
+ * loadAdmittedTransform on a connection of its own, outside any transaction: for a caller about
+ * to open a READ ONLY transaction in which the probe cannot run (see admitTransform).
+ */
+export async function admitOnConnection(
+  db: { connect(): Promise<ClientBase & { release(): void }> },
+  ref: { digest: string; release: string | null; dataset?: string },
+): Promise<AdmittedTransform> {
+  const client = await db.connect();
+  try {
+    return await loadAdmittedTransform(client, ref);
+  } finally {
+    client.release();
+  }
 }
 
 /**

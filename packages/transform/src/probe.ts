@@ -126,13 +126,14 @@ export async function probeTransform(client: ClientBase, opts: ProbeOptions): Pr
     if (await userStatement(client, createView, at(`CREATE TEMP VIEW ${view} AS `), problem)) {
       const before = result.problems.length;
       await inspectView(client, view, sourceCopy, source, allowed, result, problem);
-      const functionsRefused = result.volatileFunctions.length + result.refusedFunctions.length > 0;
+      // No refused function and no relation beyond source and the dependencies.
+      const mayRun = result.problems.length === before;
       checkColumns(result.columns, opts, problem);
       if (target && opts.target) await checkTarget(client, target, opts.target.ignoreColumns ?? [], result.columns, problem);
       // Creating the view only parses and analyses; planning and starting execution can fail
       // too (constant folding of `1/0`, a function that raises while being inlined). Planning
       // runs IMMUTABLE functions on constants, so a refused function or relation stops here.
-      if (!functionsRefused && result.undeclared.length === 0 && result.problems.length === before) {
+      if (mayRun) {
         const run = 'SELECT * FROM (';
         await userStatement(client, `${run}${wrapped}) AS q LIMIT 0`, at(run), problem);
       }

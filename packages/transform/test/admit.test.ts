@@ -13,6 +13,7 @@ beforeAll(async () => {
     CREATE TABLE public.orders (order_id bigint PRIMARY KEY, created_at timestamptz NOT NULL, region text, amount_cents bigint);
     CREATE TABLE public.secrets (region text PRIMARY KEY, secret text);
     CREATE FUNCTION public.cents(bigint) RETURNS bigint LANGUAGE sql IMMUTABLE AS 'SELECT $1 * 100';
+    CREATE FUNCTION public.boom() RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$ BEGIN RAISE EXCEPTION 'boom ran'; END $$;
     CREATE FUNCTION public.peek(text) RETURNS text LANGUAGE sql STABLE AS 'SELECT secret FROM public.secrets WHERE region = $1';
     -- The allow-list as migration 0024 makes it (this database has no registry).
     CREATE SCHEMA genfill;
@@ -66,6 +67,11 @@ describe('the function rule', () => {
   it('refuses a STABLE user function that reads an undeclared table, without running it', async () => {
     const found = await messages(`SELECT s.*, public.peek(s.region) AS leaked FROM source s`);
     expect(found).toEqual([expect.stringMatching(/calls public\.peek\(text\), which is not a built-in/)]);
+  });
+
+  it('never plans a transform with a refused function: planning would run an IMMUTABLE one on constants', async () => {
+    const found = await messages('SELECT s.*, public.boom() AS b FROM source s');
+    expect(found).toEqual([expect.stringMatching(/calls public\.boom\(\), which is not a built-in/)]);
   });
 
   it('refuses a parameter placeholder: in a parameterised statement it would read the statement\'s values', async () => {

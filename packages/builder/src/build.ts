@@ -2,8 +2,14 @@
 // status, committed only while the worker's attempt is still the partition's token. The
 // receipt that completes the manifest moves the release to BUILDING → BUILT in the same
 // transaction. A fenced or failed build writes nothing.
-import { isCarryMax, isCarryMin, PartitionFailedError, pgErrorCode, SQLSTATE, StaleLeaseError } from '@genfill/contracts';
-import { commitPartition, dataColumns, dependencyPins, getRelease, getTransformSql, relationColumns, withTransaction, type Conn, type Db, type PartitionCommit, type ReleaseRow } from '@genfill/registry';
+//
+// The transform is untrusted input (issue 28): each partition's build admits the stored text
+// again (loadAdmittedTransform — a cached positive verdict at most 60 s old, else the probe,
+// in a savepoint of this transaction) and sends the statement over the extended protocol
+// (queryUserSql). The release plan cached per process holds no transform text for that reason.
+import { isCarryMax, isCarryMin, PartitionFailedError, pgErrorCode, SQLSTATE, StaleLeaseError, TransformRefusedError } from '@genfill/contracts';
+import { commitPartition, dataColumns, dependencyPins, getRelease, relationColumns, withTransaction, type Conn, type Db, type PartitionCommit, type ReleaseRow } from '@genfill/registry';
+import { loadAdmittedTransform, queryUserSql } from '@genfill/transform';
 import { carryDeleteStatement, carryStatement } from './carry.ts';
 import type { ClaimedPartition } from './claim.ts';
 import { boundValues, buildStatement, deleteRangeStatement, type BuildStatementInput, type DependencyColumns } from './statement.ts';
@@ -55,7 +61,7 @@ interface ReleasePlan {
   release: ReleaseRow;
   pins: { relation: string; row_count: string; content_hash: string }[];
   deps: DependencyColumns[];
-  base: Omit<BuildStatementInput, 'lower' | 'upper'>;
+  base: Omit<BuildStatementInput, 'lower' | 'upper' | 'transformSql'>;
 }
 
 // What a build needs of its release is immutable once planned (the release, its transform,
@@ -91,12 +97,24 @@ async function loadReleasePlan(conn: Conn, id: string): Promise<ReleasePlan> {
       time: spec.source.time,
       timeType: await timeType(conn, spec.source.table, spec.source.time),
       timezone: release.timezone,
-      transformSql: await getTransformSql(conn, release.transform_digest),
       columns: (await dataColumns(conn, release.dataset)).map((c) => c.name),
       conserved: spec.reconcile.conserved,
       dependencies: pins.map((p) => p.relation),
     },
   };
+}
+
+/**
+ * The release's transform, admitted for this use. A refusal fails the partition for good
+ * (TRANSFORM_ERROR with the problems as evidence): the same text is refused on every retry.
+ */
+async function admittedTransform(conn: Conn, release: ReleaseRow, partition: string): Promise<string> {
+  try {
+    return (await loadAdmittedTransform(conn, { digest: release.transform_digest, release: release.id })).sql;
+  } catch (err) {
+    if (!(err instanceof TransformRefusedError)) throw err;
+    throw new PartitionFailedError(release.id, partition, 'TRANSFORM_ERROR', { refused: true, digest: release.transform_digest, problems: err.problems }, err.message);
+  }
 }
 
 /** The partition's current receipt: the one no other receipt supersedes. */
@@ -224,8 +242,10 @@ async function buildStep(db: Db, conn: Conn, q: BuildRequest, mode: 'fast' | 'sa
     const repair = part.repairPending;
     const { release, pins, deps, base } = plan;
     const spec = release.spec;
-    const input = { ...base, lower: part.lower, upper: part.upper, release: q.release };
     const carry = part.kind === 'carry';
+    // A carry copies the active generation's rows and runs no transform.
+    const transformSql = carry ? '' : await admittedTransform(conn, release, q.partition);
+    const input = { ...base, transformSql, lower: part.lower, upper: part.upper, release: q.release };
     if (carry && !release.expected_active) throw new Error(`carry partition ${q.partition} of ${q.release}, which has no expected active generation`);
     const carryInput = carry
       ? {
@@ -254,7 +274,7 @@ async function buildStep(db: Db, conn: Conn, q: BuildRequest, mode: 'fast' | 'sa
     t = performance.now();
     let r: Record<string, string | string[] | boolean | null>;
     try {
-      r = (await conn.query(statement)).rows[0];
+      r = (await queryUserSql<Record<string, string | string[] | boolean | null>>(conn, statement)).rows[0]!;
     } catch (err) {
       const code = pgErrorCode(err) ?? undefined;
       // A key written twice: either the transform fans out (the safe shape names the keys

@@ -296,3 +296,30 @@ export class RedisUnavailableError extends GenfillError {
   readonly exitCode = 1 as const;
   override readonly retryable = true;
 }
+
+/**
+ * Stored transform text did not pass the admission every service runs before it turns that
+ * text into SQL (@genfill/transform admitTransform): it is not one plain SELECT, calls a function
+ * that is not allowed, reads a relation its release did not declare, or its submitter may no
+ * longer read what it reads (SQLSTATE GFT01 from genfill.submit_release and
+ * genfill.transform_admissible). Nothing ran and nothing was written; retrying the same text
+ * cannot help — submit a corrected release (or have the owner GRANT / allow-list what the
+ * message names). Exit 3.
+ */
+export class TransformRefusedError extends RefusedError {
+  constructor(
+    readonly problems: Problem[],
+    readonly digest: string | null = null,
+    readonly release: string | null = null,
+    options?: { cause?: unknown; message?: string },
+  ) {
+    const what = [digest && `transform ${digest}`, release && `of release ${release}`].filter(Boolean).join(' ') || 'the transform';
+    super(
+      options?.message ??
+        `${what} was refused before it ran (nothing was executed or written): ` +
+          problems.map((p) => (p.path ? `${p.path}: ${p.message}` : p.message)).join('; ') +
+          '. Submit a corrected release; a function the owner trusts goes into genfill.transform_functions, a table the transform reads into dependencies',
+      options,
+    );
+  }
+}

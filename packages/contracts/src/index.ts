@@ -37,6 +37,7 @@ export {
   StaleLeaseError,
   type SwitchKind,
   SwitchRefusedError,
+  TransformRefusedError,
   UnknownDatasetError,
 } from './errors.ts';
 export {

@@ -26,6 +26,7 @@ import {
   ReleaseConflictError,
   SourceReadRefusedError,
   StaleLeaseError,
+  TransformRefusedError,
 } from './errors.ts';
 
 /** The fields of a node-postgres DatabaseError genfill reads. */
@@ -90,6 +91,12 @@ export const SQLSTATE = {
   quarantineUnnamed: 'GFQ06',
   /** genfill.settings: a setting is missing, or a value the owner wrote does not read as its type. */
   setting: 'GFQ07',
+  /**
+   * A transform reads what its submitter may not (genfill.submit_release at submit,
+   * genfill.transform_admissible at plan), or its submitter is no database role. DETAIL: the
+   * problems, `[{path, message}]` JSON.
+   */
+  transformRefused: 'GFT01',
 
   invalidParameterValue: '22023',
   uniqueViolation: '23505',
@@ -222,6 +229,16 @@ export const PG_ERRORS = {
   [SQLSTATE.duplicateTable]: mapping({ class: RefusedError, make: (_e, _c, m) => new RefusedError(m) }),
   [SQLSTATE.sourceReadRefused]: mapping({ class: SourceReadRefusedError, make: (_e, _c, m) => new SourceReadRefusedError(m) }),
   [SQLSTATE.lockNotAvailable]: mapping({ class: LockNotAvailableError, make: (_e, _c, m) => new LockNotAvailableError(m) }),
+  [SQLSTATE.transformRefused]: mapping({
+    class: TransformRefusedError,
+    make: (e, c, m) =>
+      new TransformRefusedError(
+        json<Problem[]>(e.detail, [{ path: 'transform.sql', message: m }]),
+        null,
+        c.release ?? null,
+        { message: m },
+      ),
+  }),
 } as const;
 
 export type MappedSqlstate = keyof typeof PG_ERRORS;

@@ -9,15 +9,19 @@
 // partition list); the proof re-derived in SQL from the stored rows must hash the same, so a
 // difference between the server's tzdata and Temporal's refuses the plan instead of storing a
 // grid `release validate` did not show.
+//
+// The release's transform is untrusted input here as everywhere (issue 28): before anything is
+// planned the database re-checks that its submitter may still read what it reads
+// (genfill.transform_admissible) and the text is admitted again (loadAdmittedTransform); the
+// template view is created over the extended protocol, which refuses a second statement.
 import { errorFromPg, plannedGrid, quoteQualified, RefusedError, SQLSTATE, type CoverageProof } from '@genfill/contracts';
-import { wrapTransform } from '@genfill/transform';
+import { loadAdmittedTransform, queryUserSql, wrapTransform } from '@genfill/transform';
 import { carryPartitions } from './carry.ts';
 import {
   addGeneration,
   casTransition,
   createParent,
   createTargetView,
-  getTransformSql,
   parentExists,
   contentHash,
   dependencyPins,
@@ -83,6 +87,20 @@ async function baseTransformMap(conn: Conn, release: ReleaseRow): Promise<Transf
   return base.transform_map;
 }
 
+/**
+ * A release is planned only while its submitter may read what its transform reads (checked by
+ * the database, as the owner) and its stored text passes admission: both refuse before anything
+ * is written, with a TransformRefusedError.
+ */
+async function admissible(conn: Conn, release: ReleaseRow): Promise<void> {
+  try {
+    await conn.query('SELECT genfill.transform_admissible($1)', [release.id]);
+  } catch (err) {
+    throw errorFromPg(err, { release: release.id });
+  }
+  await loadAdmittedTransform(conn, { digest: release.transform_digest, release: release.id });
+}
+
 async function summary(conn: Conn, release: ReleaseRow, status: PlanResult['status']): Promise<PlanResult> {
   const manifest = await findManifest(conn, release.id);
   if (!manifest) throw new Error(`release ${release.id} is ${release.state} but has no manifest`);
@@ -109,8 +127,8 @@ async function summary(conn: Conn, release: ReleaseRow, status: PlanResult['stat
 async function createLayout(conn: Conn, release: ReleaseRow): Promise<void> {
   const spec = release.spec;
   if (!(await parentExists(conn, release.dataset))) {
-    const sql = await getTransformSql(conn, release.transform_digest);
-    await conn.query(`CREATE TEMP VIEW genfill_plan_template AS ${wrapTransform(sql, `SELECT * FROM ${quoteQualified(spec.source.table)}`)}`);
+    const { sql } = await loadAdmittedTransform(conn, { digest: release.transform_digest, release: release.id });
+    await queryUserSql(conn, `CREATE TEMP VIEW genfill_plan_template AS ${wrapTransform(sql, `SELECT * FROM ${quoteQualified(spec.source.table)}`)}`);
     await createParent(conn, release.dataset, 'pg_temp.genfill_plan_template', spec.source.key);
     await conn.query('DROP VIEW pg_temp.genfill_plan_template');
   }
@@ -137,6 +155,7 @@ export async function planRelease(db: Db, id: string, opts: { carryRows?: number
     const release = await getRelease(conn, id, { lock: 'FOR UPDATE' });
     if (release.state === 'CANCELLED') throw new RefusedError(`release ${id} is CANCELLED: submit a new release`);
     if (release.state !== 'DRAFT') return summary(conn, release, 'already-planned');
+    await admissible(conn, release);
 
     const base = await baseTransformMap(conn, release);
     const spec = release.spec;

@@ -1,9 +1,15 @@
 // What the projector needs to know about a dataset, read in the batch's own snapshot (the
 // active generation and its transform map may change at a cutover; a batch that read the old
 // ones is fenced in its tail, never applied to the wrong generation).
+//
+// Every entry's transform text is admitted again here (loadAdmittedTransform, issue 28), in the
+// batch's own transaction, before any writer of a generation from the log — a projector batch,
+// a catch-up round, a cutover's or rollback's apply and replay — turns it into SQL: they all
+// take their map from this function. Its statements go over the extended protocol (applyStep).
 import { quoteIdent, wallClockBounds } from '@genfill/contracts';
 import { dataColumns, relationColumns, type Conn } from '@genfill/registry';
 import type { ConsumeOrder } from '@genfill/capture';
+import { loadAdmittedTransform } from '@genfill/transform';
 
 /** One entry of a generation's transform_map, with its SQL and the time bounds as the column compares them. */
 export interface MapEntry {
@@ -111,21 +117,19 @@ export async function loadDataset(conn: Conn, name: string, opts: { generation?:
   if (!d.source_table || !d.mode) throw new ProjectorNotReadyError(name, `its source ${d.declared_source} is not captured: run \`genfill capture install ${d.declared_source}\``);
   const entries = d.transform_map ?? [];
   if (entries.length === 0) throw new ProjectorNotReadyError(name, `generation ${generation} has an empty transform map`);
-  const { rows: sqls } = await conn.query<{ digest: string; sql: string; timezone: string | null; release: string | null }>(
-    `SELECT e.transform AS digest, t.sql, r.timezone, e.release
-       FROM jsonb_to_recordset($1::jsonb) AS e (transform text, release text)
-       JOIN genfill.transforms t ON t.digest = e.transform
-       LEFT JOIN genfill.releases r ON r.id = e.release`,
-    [JSON.stringify(entries)],
+  const { rows: zones } = await conn.query<{ release: string; timezone: string }>(
+    `SELECT r.id AS release, r.timezone FROM genfill.releases r WHERE r.id = ANY($1::text[])`,
+    [entries.map((e) => e.release).filter((r): r is string => r !== null)],
   );
   const sourceCols = await relationColumns(conn, d.source_table);
   const timeType = sourceCols.find((c) => c.name === d.time_column)?.type;
   if (!timeType) throw new ProjectorNotReadyError(name, `${d.source_table} has no column ${d.time_column}`);
-  const map: MapEntry[] = entries.map((e) => {
-    const s = sqls.find((x) => x.digest === e.transform && x.release === e.release) ?? sqls.find((x) => x.digest === e.transform);
-    if (!s) throw new ProjectorNotReadyError(name, `transform ${e.transform} of the map is not stored`);
-    return { ...e, sql: s.sql, lower: boundSql(timeType, e.from, s.timezone, 'lower'), upper: boundSql(timeType, e.to, s.timezone, 'upper') };
-  });
+  const map: MapEntry[] = [];
+  for (const e of entries) {
+    const { sql } = await loadAdmittedTransform(conn, { digest: e.transform, release: e.release, dataset: name });
+    const timezone = zones.find((z) => z.release === e.release)?.timezone ?? null;
+    map.push({ ...e, sql, lower: boundSql(timeType, e.from, timezone, 'lower'), upper: boundSql(timeType, e.to, timezone, 'upper') });
+  }
   const { rows: deps } = await conn.query<{ relation: string; captured: boolean }>(
     `WITH declared AS (
        SELECT dd.relation FROM genfill.dataset_dependencies dd WHERE dd.dataset = $1

@@ -15,6 +15,7 @@ import { quoteIdent, type Query } from '@genfill/contracts';
 import type { Conn } from '@genfill/registry';
 import { consumeStatement } from '@genfill/capture';
 import { qualifiedGenerationTable } from '@genfill/registry';
+import { queryUserSql } from '@genfill/transform';
 import { entryFilter, type ProjectedDataset } from './dataset.ts';
 
 export interface ApplyCounts {
@@ -190,8 +191,8 @@ export async function applyStep(conn: Conn, ds: ProjectedDataset, range: { from:
   const stage = stageStatement(ds, range);
   await conn.query(stage.text, stage.values);
   await o.staged?.();
-  const q = applyStatement(ds);
-  const row = (await conn.query<ApplyRow>(q.text, q.values)).rows[0]!;
+  // The statement carries the transforms' text: extended protocol only (@genfill/transform).
+  const row = (await queryUserSql<ApplyRow>(conn, applyStatement(ds))).rows[0]!;
   if (row.fanout) return { counts: null, poison: { what: 'fan-out', key: row.fanout[0]! } };
   if (row.stray) return { counts: null, poison: { what: 'changed key', key: row.stray[0]! } };
   return { counts: countsOf(row), poison: null };

@@ -11,6 +11,7 @@
 // aggregates or returns: what a join would have to compare.
 import type { Conn } from '@genfill/registry';
 import type { FindingInput } from './findings.ts';
+import { queryUserSql } from '@genfill/transform';
 import { col, inRange, keyCompare, keyJson, keyText, literal, orderByKey, Params, timeBounds, transformBody, type KeyColumn } from './fragments.ts';
 import { hashOf, root, rootOf, sameDigest, subtractDigest, type Digest } from './roots.ts';
 import { columnType, sourceType, type PartitionRef, type Subject } from './subject.ts';
@@ -153,7 +154,8 @@ SELECT count(*)::text AS n, ${rootOf('h.kh')} AS kr, ${rootOf('h.rh')} AS rr, (S
   async dualDigest(conn: Conn, p: PartitionRef, e: Envelope | null, r: KeyRange): Promise<Digest> {
     const q = new Params();
     const d = this.#dual(p, e, r, q);
-    const { rows } = await conn.query<{ n: string; kr: string; rr: string }>(
+    const { rows } = await queryUserSql<{ n: string; kr: string; rr: string }>(
+      conn,
       `${d.withSource}
 SELECT count(*)::text AS n, ${rootOf(hashOf(this.s.key, 't'))} AS kr, ${rootOf(hashOf(this.#names, 't'))} AS rr
   FROM (
@@ -195,7 +197,8 @@ ${transformBody(this.s.transformSql)}
     const k0 = keys[0]!.name;
     const canon = (alias: string) => `ARRAY[${this.#names.map((c) => `genfill.canon(${col(alias, c)})`).join(', ')}]::text[]`;
     const differs = this.#names.map((c, i) => `CASE WHEN n.v[${i + 1}] IS DISTINCT FROM d.v[${i + 1}] THEN ${literal(c)} END`);
-    const { rows } = await conn.query<DiffRow>(
+    const { rows } = await queryUserSql<DiffRow>(
+      conn,
       `${d.withSource},
 d AS (
   SELECT ${keys.map((k) => col('t', k.name)).join(', ')}, min(${canon('t')}) AS v, count(*) AS copies

@@ -4,8 +4,11 @@
 // unverified. With the reconciler's own query, in one snapshot: the active generation's live
 // rows against its transform map applied to the source, leaving out keys with events the
 // projector has not applied yet (not visible in its frontier) — those are pending, not drift.
+// Each entry's transform is admitted again before use and the comparison goes over the
+// extended protocol (issue 28: transform text is untrusted wherever a service uses it).
 import { quoteIdent, quoteQualified, RefusedError, wallClockBounds } from '@genfill/contracts';
 import { dataColumns, isServiceLogin, qualifiedGenerationTable, relationColumns, withTransaction, type Db } from '@genfill/registry';
+import { loadAdmittedTransform, queryUserSql } from '@genfill/transform';
 
 export interface DriftResult {
   dataset: string;
@@ -49,22 +52,22 @@ export async function driftCheck(db: Db, dataset: string): Promise<DriftResult> 
       const keys = d.key.map(quoteIdent);
       const parts: string[] = [];
       for (const e of d.map) {
-        const { rows: t } = await conn.query<{ sql: string; tz: string | null }>(
-          `SELECT t.sql, r.timezone AS tz FROM genfill.transforms t LEFT JOIN genfill.releases r ON r.id = $2 WHERE t.digest = $1`,
-          [e.transform, e.release],
-        );
-        if (!t[0]) throw new RefusedError(`transform ${e.transform} of the map is not stored`);
+        const { sql } = await loadAdmittedTransform(conn, { digest: e.transform, release: e.release, dataset });
+        const { rows: t } = await conn.query<{ tz: string | null }>(`SELECT r.timezone AS tz FROM genfill.releases r WHERE r.id = $1`, [e.release]);
         const bound = (v: string, side: 'lower' | 'upper') =>
-          timeType === 'timestamp with time zone' ? `${lit(v)}::timestamptz` : `${lit(wallClockBounds(v, v, t[0]!.tz ?? 'UTC')[side])}::timestamp`;
+          timeType === 'timestamp with time zone' ? `${lit(v)}::timestamptz` : `${lit(wallClockBounds(v, v, t[0]?.tz ?? 'UTC')[side])}::timestamp`;
         const conds = [e.from && `s.${quoteIdent(d.time)} >= ${bound(e.from, 'lower')}`, e.to && `s.${quoteIdent(d.time)} < ${bound(e.to, 'upper')}`].filter(Boolean);
         parts.push(`SELECT ${cols.map((c) => `x.${c}`).join(', ')} FROM (WITH source AS (SELECT s.* FROM ${quoteQualified(d.source)} AS s${conds.length ? ` WHERE ${conds.join(' AND ')}` : ''})
-          SELECT * FROM (${t[0].sql.trim().replace(/;\s*$/, '')}) AS y) AS x`);
+          SELECT * FROM (
+${sql}
+) AS y) AS x`);
       }
       const f = `${lit(d.frontier)}::pg_snapshot`;
       const pendingKeys = `SELECT DISTINCT ${keys.map((k) => `k.${k}`).join(', ')} FROM genfill.change_log AS l, jsonb_populate_record(NULL::${quoteQualified(d.source)}, l.key) AS k
          WHERE l.source_table = ${lit(d.log)} AND (l.txid >= pg_snapshot_xmax(${f}) OR l.txid = ANY (ARRAY(SELECT pg_snapshot_xip(${f})))) AND NOT pg_visible_in_snapshot(l.txid, ${f})`;
       const notPending = (a: string) => `NOT EXISTS (SELECT 1 FROM pending p WHERE ${keys.map((k) => `p.${k} = ${a}.${k}`).join(' AND ')})`;
-      const { rows: r } = await conn.query<{ missing: number; extra: number; pending: number; sample: Record<string, unknown>[] | null }>(
+      const { rows: r } = await queryUserSql<{ missing: number; extra: number; pending: number; sample: Record<string, unknown>[] | null }>(
+        conn,
         `WITH pending AS MATERIALIZED (${pendingKeys}),
          expected AS MATERIALIZED (SELECT e.* FROM (${parts.join(' UNION ALL ')}) AS e WHERE ${notPending('e')}),
          actual AS MATERIALIZED (SELECT ${cols.map((c) => `a.${c}`).join(', ')} FROM ${qualifiedGenerationTable(dataset, d.generation)} AS a WHERE NOT a._gf_deleted AND ${notPending('a')}),

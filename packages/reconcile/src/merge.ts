@@ -20,6 +20,7 @@
 // cost more CPU than the row hash it saved (docs/reconciliation.md, "The passes").
 import { DATA_SCHEMA, generationTable, type Conn } from '@genfill/registry';
 import { addDecimals } from './compare.ts';
+import { queryUserSql } from '@genfill/transform';
 import { col, orderByKey, transformBody } from './fragments.ts';
 import { bounds, bucket, hasEnvelope, inRelease, rangeParams, sourceCte, type CandidateBucket, type DualBucket, type OldBucket, type Sql } from './passes.ts';
 import { addRoots, EMPTY_ROOT, hashOf, root, rootOf, sameRoot } from './roots.ts';
@@ -176,7 +177,7 @@ ${transformBody(s.transformSql)}
 ) AS t) AS t
  WHERE b = ANY(${want}::int[])
  GROUP BY 1`;
-  const { rows } = await conn.query<{ b: number; n: string; key_root: string }>(text, r.p.values);
+  const { rows } = await queryUserSql<{ b: number; n: string; key_root: string }>(conn, text, r.p.values);
   return new Map(rows.map((x) => [x.b, { count: x.n, root: x.key_root }]));
 }
 
@@ -188,8 +189,7 @@ export async function storedPass(conn: Conn, s: Subject, build: readonly Partiti
 }
 
 export async function dualPass(conn: Conn, s: Subject, build: readonly PartitionRef[], slice: KeySlice): Promise<Row[]> {
-  const { text, values } = dualPassSql(s, build, slice);
-  return (await conn.query<Row>(text, values)).rows;
+  return (await queryUserSql<Row>(conn, dualPassSql(s, build, slice))).rows;
 }
 
 export interface MergeResult {

@@ -27,7 +27,7 @@ import { root } from './roots.ts';
 import { hasEnvelope, sourcePass, type CandidateBucket, type DualBucket, type OldBucket, type SourceBucket } from './passes.ts';
 import { onConnections, openSnapshot } from './snapshot.ts';
 import { storeReconciliation, type Verdict } from './store.ts';
-import { buildPartitions, loadSubject, type PartitionRef } from './subject.ts';
+import { admitSubjectTransform, buildPartitions, loadSubject, type PartitionRef } from './subject.ts';
 import { summarize, type ReconcileSummary, type RowsRead } from './summary.ts';
 
 export interface ReconcileOptions {
@@ -93,6 +93,8 @@ export async function reconcile(db: Db, releaseId: string, opts: ReconcileOption
   };
   const log = opts.log?.child({ release: releaseId });
   await timed('analyze', () => analyzeStale(db, releaseId));
+  // The transform is admitted outside the READ ONLY snapshot, where its probe cannot run.
+  await timed('admit', () => admitSubjectTransform(db, releaseId));
   const session = await openSnapshot(db, {
     connections: Math.max(1, opts.connections ?? 2),
     workMem: opts.workMem ?? '256MB',

@@ -2,7 +2,8 @@
 // the release, the dataset's columns, the manifest, the current receipts, the pins. Nothing
 // here trusts a counter a worker wrote; receipts are loaded only to be checked.
 import { NotFoundError, quoteQualified, RefusedError, type ReleaseState } from '@genfill/contracts';
-import { parentExists, qualifiedGenerationTable, qualifiedParent, relationColumns, type Conn } from '@genfill/registry';
+import { parentExists, qualifiedGenerationTable, qualifiedParent, relationColumns, type Conn, type Db } from '@genfill/registry';
+import { admitOnConnection, loadAdmittedTransform } from '@genfill/transform';
 import { loadLive, notPending, type LiveView } from './live.ts';
 
 const SYSTEM_COLUMNS = ['generation', '_gf_rev', '_gf_deleted'];
@@ -128,10 +129,22 @@ async function tableTypes(conn: Conn, table: string): Promise<Map<string, string
   return new Map(columns.map((c) => [c.name, c.type]));
 }
 
-async function transformSql(conn: Conn, digest: string): Promise<string> {
-  const { rows } = await conn.query<{ sql: string }>('SELECT sql FROM genfill.transforms WHERE digest = $1', [digest]);
-  if (!rows[0]) throw new RefusedError(`transform ${digest} of the release is not in the registry`);
-  return rows[0].sql;
+/**
+ * The release's transform for the dual compute, admitted again (issue 28: untrusted wherever a
+ * service uses it); every query that carries it goes over the extended protocol (queryUserSql).
+ */
+async function transformSql(conn: Conn, release: string, digest: string): Promise<string> {
+  return (await loadAdmittedTransform(conn, { digest, release })).sql;
+}
+
+/**
+ * Admit the release's transform before the reconciliation's READ ONLY snapshot opens (the probe
+ * cannot run inside it); loadSubject then finds the verdict for the same text cached. A release
+ * that does not exist is left to loadSubject to refuse.
+ */
+export async function admitSubjectTransform(db: Db, id: string): Promise<void> {
+  const { rows } = await db.query<{ transform_digest: string }>('SELECT transform_digest FROM genfill.releases WHERE id = $1', [id]);
+  if (rows[0]) await admitOnConnection(db, { digest: rows[0].transform_digest, release: id });
 }
 
 async function manifestRow(conn: Conn, release: string): Promise<Subject['manifest']> {
@@ -253,7 +266,7 @@ export async function loadSubject(conn: Conn, id: string): Promise<Subject> {
     oldTable: oldTable === null ? null : filtered(oldTable, 'gf_o'),
     sourceRel: filtered(quoteQualified(spec.source.table), 'gf_s'),
     live,
-    transformSql: await transformSql(conn, r.transform_digest),
+    transformSql: await transformSql(conn, r.id, r.transform_digest),
     manifest: await manifestRow(conn, id),
     partitions: await partitionRows(conn, id),
     receipts: await currentReceipts(conn, id),

@@ -9,7 +9,8 @@
 // committing meanwhile is either wholly seen or not at all.
 import { quoteIdent, quoteQualified, wallClockBounds } from '@genfill/contracts';
 import { dataColumns, qualifiedGenerationTable, relationColumns, rowHashExpr, withTransaction, type Conn, type Db } from '@genfill/registry';
-import { literal, transformBody } from './fragments.ts';
+import { loadAdmittedTransform, queryUserSql } from '@genfill/transform';
+import { literal } from './fragments.ts';
 
 export interface TailMismatch {
   key: Record<string, unknown>;
@@ -76,13 +77,16 @@ export async function verifyTail(db: Db, release: string, since: string, o: { li
       const srcCols = await relationColumns(conn, r.source);
       const timeType = srcCols.find((c) => c.name === r.time)!.type;
       const columns = (await dataColumns(conn, r.dataset)).map((c) => c.name);
-      const { rows: sqls } = await conn.query<{ digest: string; sql: string; release: string | null; timezone: string | null }>(
-        `SELECT e.transform AS digest, t.sql, e.release, rr.timezone
-           FROM jsonb_to_recordset($1::jsonb) AS e (transform text, release text)
-           JOIN genfill.transforms t ON t.digest = e.transform
-           LEFT JOIN genfill.releases rr ON rr.id = e.release`,
-        [JSON.stringify(r.map)],
+      // Each entry's transform, admitted again before this use (issue 28).
+      const { rows: zones } = await conn.query<{ release: string; timezone: string }>(
+        `SELECT rr.id AS release, rr.timezone FROM genfill.releases rr WHERE rr.id = ANY($1::text[])`,
+        [r.map.map((e) => e.release).filter((x): x is string => x !== null)],
       );
+      const sqls: { sql: string; timezone: string | null }[] = [];
+      for (const e of r.map) {
+        const { sql } = await loadAdmittedTransform(conn, { digest: e.transform, release: e.release, dataset: r.dataset });
+        sqls.push({ sql, timezone: zones.find((z) => z.release === e.release)?.timezone ?? null });
+      }
       const latestOrder = r.mode === 'ingress' ? 'l.revision DESC, l.event_id DESC' : 'l.event_id DESC';
       await conn.query('DROP TABLE IF EXISTS pg_temp.gf_tail_latest');
       await conn.query(
@@ -105,17 +109,19 @@ export async function verifyTail(db: Db, release: string, since: string, o: { li
       const keyCols = r.key.map(quoteIdent);
       const keyOf = (alias: string) => `jsonb_build_object(${r.key.map((k) => `${literal(k)}, ${alias}.${quoteIdent(k)}`).join(', ')})`;
       const expected = r.map
-        .map((e) => {
-          const s = sqls.find((x) => x.digest === e.transform && x.release === e.release) ?? sqls.find((x) => x.digest === e.transform);
-          if (!s) throw new Error(`transform ${e.transform} of ${r.dataset}/${r.generation}'s map is not stored`);
+        .map((e, i) => {
+          const s = sqls[i]!;
           const range = entryRange(`s.${quoteIdent(r.time)}`, timeType, e, s.timezone ?? 'UTC');
           return `SELECT ${columns.map((c) => `x.${quoteIdent(c)}`).join(', ')} FROM (WITH source AS (
               SELECT s.* FROM pg_temp.gf_tail_latest e, jsonb_populate_record(NULL::${src}, e.row) AS s WHERE e.op = 'upsert' AND ${range})
-            SELECT * FROM (${transformBody(s.sql)}) AS y) AS x`;
+            SELECT * FROM (
+${s.sql}
+) AS y) AS x`;
         })
         .join('\nUNION ALL\n');
       const cand = qualifiedGenerationTable(r.dataset, r.generation);
-      const { rows } = await conn.query<{ key: Record<string, unknown>; kind: TailMismatch['kind']; total: number }>(
+      const { rows } = await queryUserSql<{ key: Record<string, unknown>; kind: TailMismatch['kind']; total: number }>(
+        conn,
         `WITH k AS MATERIALIZED (SELECT DISTINCT ${keyCols.map((c) => `kk.${c}`).join(', ')} FROM pg_temp.gf_tail_latest e, jsonb_populate_record(NULL::${src}, e.key) AS kk),
               exp AS (SELECT ${keyCols.join(', ')}, ${rowHashExpr(columns, 'x')} AS h FROM (${expected}) AS x),
               cand AS (SELECT ${keyCols.map((c) => `c.${c}`).join(', ')}, ${rowHashExpr(columns, 'c')} AS h

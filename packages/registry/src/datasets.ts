@@ -133,11 +133,8 @@ export async function insertTransform(conn: Conn, digest: string, sql: string): 
   await conn.query('INSERT INTO genfill.transforms (digest, sql) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING', [digest, sql]);
 }
 
-export async function getTransformSql(conn: Conn, digest: string): Promise<string> {
-  const { rows } = await conn.query<{ sql: string }>('SELECT sql FROM genfill.transforms WHERE digest = $1', [digest]);
-  if (!rows[0]) throw new Error(`transform ${digest} is not in the registry`);
-  return rows[0].sql;
-}
+// Stored transform text is read only through @genfill/transform's loadAdmittedTransform, which
+// checks it again before every use (issue 28); the registry has no reader of its own for it.
 
 /**
  * The transform map of a new generation: the release's transform inside [from, to), the

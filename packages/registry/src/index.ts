@@ -2,7 +2,6 @@ export { relationColumns, type RelationColumn } from './columns.ts';
 export {
   findDataset,
   findGeneration,
-  getTransformSql,
   insertDataset,
   insertTransform,
   overlayTransformMap,

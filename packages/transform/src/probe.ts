@@ -3,6 +3,15 @@
 // say which functions and relations it uses and what columns it produces. This sees what
 // the static check cannot: user functions' volatility, unqualified names resolved through
 // search_path, and output types.
+//
+// Every service runs this again before it turns stored transform text into SQL (admit.ts), so
+// it must also hold when the text was never checked by the CLI: the function rule below refuses
+// built-ins that run SQL or read files and server state (rules.ts deniedBuiltin) and every
+// function outside pg_catalog the owner did not allow-list in genfill.transform_functions —
+// functions run with the caller's rights, the service's, so a user function could read what
+// the relation rule forbids. Inside a caller's transaction (a projector batch, a build) the
+// probe works under a savepoint instead of its own transaction, and only ever lowers the
+// caller's timeouts. Every statement carrying the transform goes over the extended protocol.
 import { randomBytes } from 'node:crypto';
 import type { Problem } from '@genfill/contracts';
 import { parse } from 'libpg-query';
@@ -11,6 +20,8 @@ import type { ClientBase } from 'pg';
 import { quoteIdent } from '@genfill/contracts';
 import { relationColumns } from '@genfill/registry';
 import { describeCharIndex } from './position.ts';
+import { ALLOW_LIST, deniedBuiltin } from './rules.ts';
+import { queryUserSql } from './user-sql.ts';
 import { TRANSFORM_PATH, parseSingleSelect } from './static.ts';
 import { stripTrailingSemicolons, wrapPrefix, wrapTransform } from './wrap.ts';
 
@@ -38,6 +49,8 @@ export interface ProbeResult {
   columns: OutputColumn[];
   /** Volatile functions the transform calls (directly or behind operators), schema-qualified. */
   volatileFunctions: string[];
+  /** Functions refused by the function rule (denied built-ins, user functions not allow-listed), as regprocedure text. */
+  refusedFunctions: string[];
   /** Every relation the transform reads, the source table included, schema-qualified. */
   relations: string[];
   /** The problems (also in `problems`) of relations read but not declared in dependencies. */
@@ -61,7 +74,7 @@ const STATEMENT_TIMEOUT = '30s';
  * connection, timeouts) throw.
  */
 export async function probeTransform(client: ClientBase, opts: ProbeOptions): Promise<ProbeResult> {
-  const result: ProbeResult = { problems: [], columns: [], volatileFunctions: [], relations: [], undeclared: [] };
+  const result: ProbeResult = { problems: [], columns: [], volatileFunctions: [], refusedFunctions: [], relations: [], undeclared: [] };
   const problem = (path: string, message: string): void => void result.problems.push({ path, message });
 
   const source = await resolveRelation(client, opts.sourceTable, 'source.table', 'source table', problem);
@@ -99,31 +112,56 @@ export async function probeTransform(client: ClientBase, opts: ProbeOptions): Pr
   }
   const at = (prefix: string) => ({ body, offset: prefix.length + wrapPrefix(sourceSql).length });
 
+  // Inside the caller's transaction (a batch, a build, a plan) a savepoint stands in for the
+  // probe's own transaction; outside one, BEGIN … ROLLBACK. Either way nothing stays behind.
+  const status = client.getTransactionStatus?.() ?? 'I';
+  if (status === 'E') throw new Error('the transform probe was called inside a failed transaction');
+  const nested = status === 'T';
   let failure: unknown;
   try {
-    await client.query('BEGIN');
-    await client.query(`SET LOCAL lock_timeout = '${LOCK_TIMEOUT}'`);
-    await client.query(`SET LOCAL statement_timeout = '${STATEMENT_TIMEOUT}'`);
+    await client.query(nested ? 'SAVEPOINT genfill_probe' : 'BEGIN');
+    await lowerTimeout(client, 'lock_timeout', LOCK_TIMEOUT);
+    await lowerTimeout(client, 'statement_timeout', STATEMENT_TIMEOUT);
     await client.query(`CREATE TEMP TABLE ${sourceCopy} (LIKE ${source.name})`);
     if (await userStatement(client, createView, at(`CREATE TEMP VIEW ${view} AS `), problem)) {
+      const before = result.problems.length;
       await inspectView(client, view, sourceCopy, source, allowed, result, problem);
+      // No refused function and no relation beyond source and the dependencies.
+      const mayRun = result.problems.length === before;
       checkColumns(result.columns, opts, problem);
       if (target && opts.target) await checkTarget(client, target, opts.target.ignoreColumns ?? [], result.columns, problem);
       // Creating the view only parses and analyses; planning and starting execution can fail
-      // too (constant folding of `1/0`, a function that raises while being inlined).
-      const run = 'SELECT * FROM (';
-      await userStatement(client, `${run}${wrapped}) AS q LIMIT 0`, at(run), problem);
+      // too (constant folding of `1/0`, a function that raises while being inlined). Planning
+      // runs IMMUTABLE functions on constants, so a refused function or relation stops here.
+      if (mayRun) {
+        const run = 'SELECT * FROM (';
+        await userStatement(client, `${run}${wrapped}) AS q LIMIT 0`, at(run), problem);
+      }
     }
   } catch (err) {
     failure = err;
   }
   try {
-    await client.query('ROLLBACK');
+    if (nested) {
+      await client.query('ROLLBACK TO SAVEPOINT genfill_probe');
+      await client.query('RELEASE SAVEPOINT genfill_probe');
+    } else {
+      await client.query('ROLLBACK');
+    }
   } catch (err) {
     failure ??= err;
   }
   if (failure !== undefined) throw failure;
   return result;
+}
+
+/** SET LOCAL a timeout, unless the caller's is already shorter (a cutover's remaining window). */
+async function lowerTimeout(client: ClientBase, name: 'lock_timeout' | 'statement_timeout', value: string): Promise<void> {
+  await client.query(
+    `SELECT set_config($1, $2, true)
+      WHERE current_setting($1)::interval = interval '0' OR current_setting($1)::interval > $2::interval`,
+    [name, value],
+  );
 }
 
 async function resolveRelation(
@@ -172,7 +210,7 @@ async function userStatement(
   problem: (path: string, message: string) => void,
 ): Promise<boolean> {
   try {
-    await client.query(sql);
+    await queryUserSql(client, sql);
     return true;
   } catch (err) {
     if (!isUserError(err)) throw err;
@@ -216,30 +254,51 @@ async function inspectView(
   // objects, so random() or pg_class never appear there. The view's stored query tree names
   // every function it calls (function calls, operators' functions, aggregates, window
   // functions) and every relation it reads, by oid; pg_depend adds user objects on top.
-  const functions = await client.query<{ name: string }>(
+  const functions = await client.query<{ oid: string; name: string; signature: string; schema: string; proname: string; volatile: boolean }>(
     `WITH tree AS (SELECT ev_action::text AS t FROM pg_rewrite WHERE oid = $1::oid),
-     called AS (
-       SELECT m[2]::oid AS fn FROM tree, regexp_matches(tree.t, ':(funcid|opfuncid|aggfnoid|winfnoid) (\\d+)', 'g') m
+     ops AS (
+       SELECT m[2]::oid AS op FROM tree, regexp_matches(tree.t, ':(opno|eqop|sortop) (\\d+)', 'g') m
        UNION
-       SELECT o.oprcode::oid FROM tree, regexp_matches(tree.t, ':opno (\\d+)', 'g') m
-         JOIN pg_operator o ON o.oid = m[1]::oid
+       SELECT x::oid FROM tree, regexp_matches(tree.t, ':opnos \\(o ([0-9 ]+)\\)', 'g') m, regexp_split_to_table(trim(m[1]), ' +') x
+       UNION
+       SELECT d.refobjid FROM pg_depend d
+        WHERE d.classid = 'pg_rewrite'::regclass AND d.objid = $1::oid AND d.refclassid = 'pg_operator'::regclass
+     ),
+     called AS (
+       SELECT m[2]::oid AS fn FROM tree, regexp_matches(tree.t, ':(funcid|opfuncid|aggfnoid|winfnoid|hashfuncid|negfuncid) (\\d+)', 'g') m
+       UNION
+       SELECT o.oprcode::oid FROM ops JOIN pg_operator o ON o.oid = ops.op
        UNION
        SELECT d.refobjid FROM pg_depend d
         WHERE d.classid = 'pg_rewrite'::regclass AND d.objid = $1::oid AND d.refclassid = 'pg_proc'::regclass
-       UNION
-       SELECT o.oprcode::oid FROM pg_depend d JOIN pg_operator o ON o.oid = d.refobjid
-        WHERE d.classid = 'pg_rewrite'::regclass AND d.objid = $1::oid AND d.refclassid = 'pg_operator'::regclass
      )
-     SELECT DISTINCT format('%I.%I', n.nspname, p.proname) AS name
+     SELECT DISTINCT p.oid::text AS oid, format('%I.%I', n.nspname, p.proname) AS name, format('%I.%I(%s)', n.nspname, p.proname, oidvectortypes(p.proargtypes)) AS signature,
+            n.nspname::text AS schema, p.proname::text AS proname, p.provolatile = 'v' AS volatile
        FROM called JOIN pg_proc p ON p.oid = called.fn JOIN pg_namespace n ON n.oid = p.pronamespace
-      WHERE p.provolatile = 'v'
-      ORDER BY 1`,
+      ORDER BY 2, 3`,
     [id.rule],
   );
-  result.volatileFunctions = functions.rows.map((r) => r.name);
+  result.volatileFunctions = [...new Set(functions.rows.filter((f) => f.volatile).map((r) => r.name))];
   for (const name of result.volatileFunctions) {
     const why = 'its result may change on every call: a transform must be deterministic';
     problem(TRANSFORM_PATH, `calls ${name}(), which is VOLATILE (${why})`);
+  }
+  const allowList = await allowListed(client);
+  for (const f of functions.rows) {
+    if (f.schema === 'pg_catalog') {
+      const denied = deniedBuiltin(f.proname);
+      if (!denied) continue;
+      result.refusedFunctions.push(f.signature);
+      problem(TRANSFORM_PATH, `calls ${f.name}(), which ${denied}: a transform may not call it (it would run with the service's rights)`);
+    } else if (!allowList.has(f.oid) && !f.volatile) {
+      // (A VOLATILE one is refused above already: one problem per function.)
+      result.refusedFunctions.push(f.signature);
+      problem(
+        TRANSFORM_PATH,
+        `calls ${f.signature}, which is not a built-in and not in ${ALLOW_LIST}: a function runs with the service's rights, so only ` +
+          `functions the owner allow-listed may be called — as genfill_owner: INSERT INTO ${ALLOW_LIST} (function, reason) VALUES ('${f.signature.replace(/'/g, "''")}', '<why it is safe>')`,
+      );
+    }
   }
 
   const relations = await client.query<Relation>(
@@ -268,6 +327,14 @@ async function inspectView(
       result.undeclared.push(result.problems.at(-1)!);
     }
   }
+}
+
+/** The oids of the functions the owner allow-listed (none on a database without the table). */
+async function allowListed(client: ClientBase): Promise<Set<string>> {
+  const { rows: exists } = await client.query<{ ok: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS ok`, [ALLOW_LIST]);
+  if (!exists[0]?.ok) return new Set();
+  const { rows } = await client.query<{ oid: string }>(`SELECT function::oid::text AS oid FROM ${ALLOW_LIST}`);
+  return new Set(rows.map((r) => r.oid));
 }
 
 function checkColumns(

@@ -73,3 +73,55 @@ export const STATEMENT_KINDS: Readonly<Record<string, string>> = {
 export function statementKind(nodeType: string): string {
   return STATEMENT_KINDS[nodeType] ?? `a ${nodeType.replace(/Stmt$/, '')}`;
 }
+
+// Built-ins a transform may not call even when STABLE or IMMUTABLE: they run SQL of their own
+// (which the relation rule cannot see: `table_to_xml('secret'::regclass, …)` reads a table the
+// view's dependencies never name), read files or large objects, or read server and catalog
+// state (settings, other sessions, privileges, definitions). Functions in a view or statement
+// run with the caller's rights — the service's — so each of these would let a transform read
+// what its submitter cannot. Listed from pg_proc on PostgreSQL 15; the probe matches them in
+// pg_catalog by name (the static check by name wherever written), every overload included.
+const DENIED_NAMES: Readonly<Record<string, string>> = {
+  ...Object.fromEntries(
+    ['query_to_xml', 'query_to_xml_and_xmlschema', 'query_to_xmlschema', 'table_to_xml', 'table_to_xml_and_xmlschema',
+      'table_to_xmlschema', 'schema_to_xml', 'schema_to_xml_and_xmlschema', 'schema_to_xmlschema', 'database_to_xml',
+      'database_to_xml_and_xmlschema', 'database_to_xmlschema', 'cursor_to_xml', 'cursor_to_xmlschema', 'ts_stat'].map(
+      (n) => [n, 'runs a query of its own'],
+    ),
+  ),
+  ...Object.fromEntries(
+    ['pg_read_file', 'pg_read_binary_file', 'pg_read_file_old', 'pg_stat_file', 'pg_current_logfile', 'loread', 'lowrite'].map(
+      (n) => [n, 'reads server files or large objects'],
+    ),
+  ),
+  ...Object.fromEntries(
+    ['current_setting', 'set_config', 'pg_show_all_settings', 'pg_show_all_file_settings', 'pg_settings_get_flags', 'pg_config',
+      'pg_hba_file_rules', 'pg_ident_file_mappings', 'pg_conf_load_time', 'pg_postmaster_start_time', 'pg_backend_pid',
+      'inet_client_addr', 'inet_client_port', 'inet_server_addr', 'inet_server_port', 'pg_relation_filepath',
+      'pg_tablespace_location', 'pg_has_role', 'pg_current_snapshot', 'txid_current_snapshot', 'version',
+      'pg_relation_size', 'pg_table_size', 'pg_indexes_size', 'pg_total_relation_size', 'pg_database_size',
+      'pg_tablespace_size', 'pg_filenode_relation', 'pg_options_to_table'].map((n) => [n, 'reads server or catalog state']),
+  ),
+};
+/** Name prefixes of the same families (pg_stat_get_*, pg_ls_*, lo_*, has_*_privilege, …). */
+const DENIED_PREFIXES: readonly [string, string][] = [
+  ['pg_stat_', 'reads server or catalog state'],
+  ['pg_ls_', 'reads server files or large objects'],
+  ['pg_read_', 'reads server files or large objects'],
+  ['lo_', 'reads server files or large objects'],
+  ['pg_get_', 'reads server or catalog state'],
+  ['pg_control_', 'reads server or catalog state'],
+  ['has_', 'reads server or catalog state'],
+  ['dblink', 'runs a query of its own'],
+];
+
+/** Why a built-in of this name may not be called by a transform, or null. */
+export function deniedBuiltin(name: string): string | null {
+  const base = name.toLowerCase();
+  const direct = DENIED_NAMES[base];
+  if (direct) return direct;
+  if (base.startsWith('has_') && !base.endsWith('_privilege')) return null;
+  return DENIED_PREFIXES.find(([prefix]) => base.startsWith(prefix))?.[1] ?? null;
+}
+
+export const ALLOW_LIST = 'genfill.transform_functions';

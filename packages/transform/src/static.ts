@@ -11,6 +11,7 @@ import {
   CLOCK_LITERALS,
   DATETIME_TYPES,
   FORBIDDEN_FUNCTIONS,
+  deniedBuiltin,
   describeValueFunction,
   statementKind,
 } from './rules.ts';
@@ -25,6 +26,7 @@ export interface StaticCheckResult {
 
 const ROW_LOCAL = 'a transform must be row-local (each output row comes from one source row)';
 const DETERMINISTIC = 'a transform must be deterministic';
+const DENIED = 'a transform may not call it (it would run with the service\'s rights, reading what the release does not declare)';
 /** The clauses of a plain SELECT holding its own expressions (FROM is walked separately). */
 const SELECT_EXPRESSIONS = [
   'targetList', 'whereClause', 'groupClause', 'havingClause', 'windowClause', 'valuesLists', 'distinctClause',
@@ -327,6 +329,11 @@ class Checker {
       } else if (key === 'SQLValueFunction' && v) {
         const { sql, reason } = describeValueFunction(str(v.op) ?? '');
         this.problem(`${sql} ${reason}: ${DETERMINISTIC}`, typeof v.location === 'number' ? v.location : undefined);
+      } else if (key === 'ParamRef' && v) {
+        // A transform has no parameters; in a parameterised statement a `$n` would read the
+        // statement's own values (generation, dataset) instead of failing.
+        const at = typeof v.location === 'number' ? v.location : undefined;
+        this.problem(`the parameter placeholder $${String(v.number ?? '?')} has no value: a transform takes no parameters`, at);
       } else if (key === 'TypeCast' && v) {
         this.visitTypeCast(v);
         this.walk(v, scope, level);
@@ -375,6 +382,8 @@ class Checker {
     // Matched in any schema: extension functions (uuid_generate_v4) live where installed.
     const reason = FORBIDDEN_FUNCTIONS.get(base);
     if (reason) this.problem(`${name}() ${reason}: ${DETERMINISTIC}`, location);
+    const denied = builtin || base.startsWith('dblink') ? deniedBuiltin(base) : null;
+    if (denied) this.problem(`${name}() ${denied}: ${DENIED}`, location);
   }
 
   /** `'now'::timestamptz`, `date 'today'`: the input function reads the clock. */

@@ -1,6 +1,11 @@
 -- `genfill release submit`: the CLI validates the file (zod, static checks, the database
 -- probe) and hands over the parsed spec, its digest and the transform SQL; every column is
 -- derived here from the spec itself, and the transform's digest from its text.
+-- Anyone with EXECUTE may call this from psql without the CLI (issue 28), so the verb holds
+-- them to the contract itself: the release format's rules (genfill.release_spec_check), and
+-- a transform reads nothing its submitter may not read (genfill.transform_read_problems: SELECT
+-- on the source and every declared dependency, the submitter a database role). The transform
+-- text itself is checked by every service before each use (@genfill/transform admitTransform).
 CREATE OR REPLACE FUNCTION genfill.submit_release(p_spec jsonb, p_digest text, p_transform_sql text)
 RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -12,7 +17,9 @@ DECLARE
   ds record;
   other record;
   mismatches text[];
+  v_read_problems jsonb;
 BEGIN
+  PERFORM genfill.release_spec_check(p_spec);
   IF v_id IS NULL OR v_dataset IS NULL OR p_spec->'source' IS NULL OR p_spec->'target' IS NULL OR p_spec->'range' IS NULL THEN
     RAISE EXCEPTION 'not a dataBackfillRelease.v1 spec: validate it with genfill release validate' USING ERRCODE = 'GFR01';
   END IF;
@@ -22,6 +29,15 @@ BEGIN
     IF existing = p_digest THEN RETURN 'unchanged'; END IF;
     RAISE EXCEPTION 'release % exists with other content (digest %, this file %): a release is immutable; submit the change under a new id', v_id, existing, p_digest
       USING ERRCODE = 'GFC01', DETAIL = existing;
+  END IF;
+
+  v_read_problems := genfill.transform_read_problems(
+    genfill.current_principal(), p_spec#>>'{source,table}',
+    ARRAY(SELECT jsonb_array_elements_text(coalesce(p_spec->'dependencies', '[]'))));
+  IF jsonb_array_length(v_read_problems) > 0 THEN
+    RAISE EXCEPTION 'release % is refused, nothing was written: %', v_id,
+      (SELECT string_agg(p->>'message', '; ') FROM jsonb_array_elements(v_read_problems) p)
+      USING ERRCODE = 'GFT01', DETAIL = v_read_problems::text;
   END IF;
 
   SELECT * INTO ds FROM genfill.datasets d WHERE d.name = v_dataset;

@@ -25,8 +25,10 @@ import {
   ReleaseConflictError,
   RequestFailedError,
   SchemaVersionError,
+  SourceReadRefusedError,
   StaleLeaseError,
   SwitchRefusedError,
+  TransformRefusedError,
   UnknownDatasetError,
 } from './errors.ts';
 import { pgErrorCode } from './pg-errors.ts';
@@ -45,6 +47,7 @@ export const ERROR_CLASSES = {
   IngressConflictError,
   GenerationGoneError,
   SchemaVersionError,
+  SourceReadRefusedError,
   NotFoundError,
   PermissionDeniedError,
   LockNotAvailableError,
@@ -55,6 +58,7 @@ export const ERROR_CLASSES = {
   RequestFailedError,
   ReconciliationRequiredError,
   RedisUnavailableError,
+  TransformRefusedError,
 } as const;
 
 export type ErrorClassName = keyof typeof ERROR_CLASSES;

@@ -24,6 +24,8 @@ export {
   NotFoundError,
   PartitionFailedError,
   PermissionDeniedError,
+  PersonAlreadyApprovedError,
+  type PrincipalKind,
   type Problem,
   ProjectorBehindError,
   RangeOverlapError,
@@ -35,9 +37,11 @@ export {
   SchemaVersionError,
   SourceReadRefusedError,
   StaleLeaseError,
+  SubmitterApprovalError,
   type SwitchKind,
   SwitchRefusedError,
   UnknownDatasetError,
+  UnmappedPrincipalError,
 } from './errors.ts';
 export {
   CARRY_MAX,

@@ -28,6 +28,9 @@ import {
   StaleLeaseError,
   SwitchRefusedError,
   UnknownDatasetError,
+  UnmappedPrincipalError,
+  PersonAlreadyApprovedError,
+  SubmitterApprovalError,
 } from './errors.ts';
 import { pgErrorCode } from './pg-errors.ts';
 
@@ -55,6 +58,9 @@ export const ERROR_CLASSES = {
   RequestFailedError,
   ReconciliationRequiredError,
   RedisUnavailableError,
+  UnmappedPrincipalError,
+  PersonAlreadyApprovedError,
+  SubmitterApprovalError,
 } as const;
 
 export type ErrorClassName = keyof typeof ERROR_CLASSES;

@@ -50,3 +50,13 @@ CREATE UNIQUE INDEX approvals_one_per_person ON genfill.approvals (release, reco
 -- releases submitted before this migration were submitted by logins or through a service.
 ALTER TABLE genfill.releases
   ADD COLUMN submitted_kind text NOT NULL DEFAULT 'login' CHECK (submitted_kind IN ('login', 'token'));
+
+-- ---------------------------------------------------------------------------------------
+-- Every service as a plain login (issue 28, finding 3). A generation adopted before this
+-- migration kept only its former grants when adopt moved it under genfill_data (the owner's
+-- default privileges cover only tables the owner creates), so a plain genfill_service login
+-- could not read it: the planner's carry failed with "permission denied for table …__g2".
+-- adopt now grants what the default privileges would have (packages/planner/src/adopt.ts);
+-- this gives the generations adopted earlier the same.
+GRANT SELECT ON ALL TABLES IN SCHEMA genfill_data TO genfill_reader, genfill_operator, genfill_approver;
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA genfill_data TO genfill_service;

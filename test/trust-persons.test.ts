@@ -30,6 +30,7 @@ const LOGINS = {
   genfill_h6_alice: 'genfill_approver',
   genfill_h6_bob: 'genfill_approver',
   genfill_h6_carol: 'genfill_approver',
+  genfill_h6_anon: 'genfill_operator',
   genfill_h6_papi: 'genfill_api',
 } as const;
 type Login = keyof typeof LOGINS;
@@ -161,6 +162,29 @@ describe('one person, one identity', () => {
       await expect(c.query(`UPDATE genfill.principal_persons SET person = 'bob' WHERE principal = 'genfill_h6_sub'`)).rejects.toThrow(/permission denied/);
     }
     expect(await one(`SELECT count(*)::int AS n FROM genfill.principal_persons`)).toEqual({ n: 3 + 5 });
+  });
+
+  it('refuses every approval of a release whose submitter maps to no person, naming the SQL that maps the submitter, changing nothing', async () => {
+    const other = 'persons-anon@1';
+    const anon = createPool({ DATABASE_URL: urlAs(tdb, 'genfill_h6_anon') } as never, 'h6-anon', 1);
+    try {
+      await builtRelease(db, { id: other, generation: 'g4', from: FROM, to: TO, submitAs: anon });
+    } finally {
+      await anon.end();
+    }
+    const r = await reconcile(db, other);
+    const bob = await connectAs('genfill_h6_bob');
+    const err = await bob.query('SELECT * FROM genfill.approve($1, $2)', [other, r.id]).then(
+      () => null,
+      (e: pg.DatabaseError) => e,
+    );
+    expect(err?.code).toBe('GFM01');
+    expect(err?.message).toMatch(/release persons-anon@1 was submitted by the login genfill_h6_anon, which maps to no person/);
+    expect(err?.message).toContain(`VALUES ('genfill_h6_anon', 'login', 'genfill_h6_anon')`);
+    expect(await one(`SELECT state, (SELECT count(*)::int FROM genfill.approvals WHERE release = $1) AS approvals FROM genfill.releases WHERE id = $1`, [other])).toEqual({
+      state: 'RECONCILED',
+      approvals: 0,
+    });
   });
 
   it('approves when a second, mapped person approves: two persons, two approvals', async () => {

@@ -31,7 +31,7 @@ describe('genfill demo', () => {
     expect(out.catchup).toMatchObject({ round: expect.any(String) });
     expect(out.catchup.events).toBe(out.catchup.applied + out.catchup.noops);
     // (The candidate's row count moved on since its receipts: catch-up and, after the cutover, the projector follow the writer.)
-    // The reconciler proved it and a second role approved it.
+    // The reconciler proved it and another person (not the submitter) approved it.
     expect(out.reconciliation).toMatchObject({ state: 'RECONCILED', findings: { count: 0 } });
     expect(out.approval).toMatchObject({ outcome: 'approved', principal: 'genfill_demo_approver', state: 'APPROVED' });
     // The cutover under the live writer: one switch, a freeze measured, the tail re-verified.

@@ -273,7 +273,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         }
         if (stopsAfter('build')) return;
 
-        // The reconciler proves the candidate with its own queries; a second role approves.
+        // The reconciler proves the candidate with its own queries; another person approves.
         let reconciliation: ReconcileResult | null = null;
         const before = (await db.query<{ state: string }>('SELECT state FROM genfill.releases WHERE id = $1', [RELEASE])).rows[0]!.state;
         if (before === 'BUILT' || before === 'RECONCILED') {

@@ -58,5 +58,14 @@ ALTER TABLE genfill.releases
 -- could not read it: the planner's carry failed with "permission denied for table …__g2".
 -- adopt now grants what the default privileges would have (packages/planner/src/adopt.ts);
 -- this gives the generations adopted earlier the same.
-GRANT SELECT ON ALL TABLES IN SCHEMA genfill_data TO genfill_reader, genfill_operator, genfill_approver;
-GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA genfill_data TO genfill_service;
+-- Only the generation tables the registry names, nothing else that may live in genfill_data.
+DO $$
+DECLARE t regclass;
+BEGIN
+  FOR t IN SELECT to_regclass(format('genfill_data.%I', genfill.generation_table(g.dataset, g.generation)))
+             FROM genfill.generations g LOOP
+    CONTINUE WHEN t IS NULL;
+    EXECUTE format('GRANT SELECT ON %s TO genfill_reader, genfill_operator, genfill_approver', t);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO genfill_service', t);
+  END LOOP;
+END $$;

@@ -31,7 +31,7 @@ describe('genfill demo', () => {
     expect(out.catchup).toMatchObject({ round: expect.any(String) });
     expect(out.catchup.events).toBe(out.catchup.applied + out.catchup.noops);
     // (The candidate's row count moved on since its receipts: catch-up and, after the cutover, the projector follow the writer.)
-    // The reconciler proved it and a second role approved it.
+    // The reconciler proved it and another person (not the submitter) approved it.
     expect(out.reconciliation).toMatchObject({ state: 'RECONCILED', findings: { count: 0 } });
     expect(out.approval).toMatchObject({ outcome: 'approved', principal: 'genfill_demo_approver', state: 'APPROVED' });
     // The cutover under the live writer: one switch, a freeze measured, the tail re-verified.
@@ -49,6 +49,36 @@ describe('genfill demo', () => {
     expect(out.live).toMatchObject({ differences: 0, generation: 'tax-fix-g3' });
     const view = await db.pool.query('SELECT (SELECT count(*) FROM public.orders_enriched)::int AS v, (SELECT count(*) FROM public.orders)::int AS o');
     expect(view.rows[0].v).toBe(view.rows[0].o);
+    // Every genfill service ran as a plain login the demo made (issue 28): the operator submitted,
+    // the fleet planned, built, reconciled and cut over, the API answered as its own login.
+    expect(out.logins).toEqual({
+      fleet: 'genfill_demo_fleet',
+      api: 'genfill_demo_api',
+      operator: 'genfill_demo_operator',
+      approver: 'genfill_demo_approver',
+      approver2: 'genfill_demo_approver2',
+    });
+    expect(out.api).toMatchObject({ login: 'genfill_demo_api', status: 200, state: 'ACTIVE' });
+    const who = await db.pool.query(
+      `SELECT (SELECT submitted_by FROM genfill.releases WHERE id = 'order-tax-fix@3') AS submitted,
+              (SELECT array_agg(DISTINCT principal ORDER BY principal) FROM genfill.receipts WHERE release = 'order-tax-fix@3') AS built,
+              (SELECT principal FROM genfill.release_log WHERE release = 'order-tax-fix@3' AND action = 'plan') AS planned,
+              (SELECT principal FROM genfill.reconciliations WHERE release = 'order-tax-fix@3' ORDER BY id DESC LIMIT 1) AS reconciled,
+              (SELECT principal FROM genfill.cutovers WHERE release = 'order-tax-fix@3' AND kind = 'cutover') AS cut,
+              (SELECT array_agg(person) FROM genfill.approvals WHERE release = 'order-tax-fix@3') AS approvers`,
+    );
+    expect(who.rows[0]).toEqual({
+      submitted: 'genfill_demo_operator',
+      built: ['genfill_demo_fleet'],
+      planned: 'genfill_demo_fleet',
+      reconciled: 'genfill_demo_fleet',
+      cut: 'genfill_demo_fleet',
+      approvers: ['demo-ada'],
+    });
+    const plain = await db.pool.query(
+      `SELECT count(*)::int AS n FROM pg_roles WHERE rolname LIKE 'genfill_demo_%' AND (rolsuper OR pg_has_role(oid, 'genfill_owner', 'MEMBER'))`,
+    );
+    expect(plain.rows[0]).toEqual({ n: 0 });
   });
 
   it('is harmless when run again', async () => {

@@ -62,8 +62,15 @@ describe('deploy/', () => {
     expect(workers.map((w) => w.metadata.annotations?.['genfill/release'])).toEqual(['order-tax-fix@3']);
     for (const o of objects.filter((x) => x.kind !== 'Namespace')) expect(o.metadata.namespace, sortKey(o)).toBe('genfill');
     for (const d of objects.filter((o) => o.kind === 'Deployment')) expect(d.spec.template.spec.containers[0].image).toBe('registry.example.com/data-platform/genfill:0.1.0');
-    const secret = objects.find((o) => o.kind === 'Secret')!;
-    expect(Object.keys(secret.data).sort()).toEqual(['DATABASE_URL', 'GENFILL_API_TOKENS', 'REDIS_URL', 'SCALER_DATABASE_URL']);
+    const secret = objects.find((o) => o.kind === 'Secret' && o.metadata.name === 'genfill')!;
+    expect(Object.keys(secret.data).sort()).toEqual(['GENFILL_API_TOKENS', 'REDIS_URL', 'SCALER_DATABASE_URL']);
+    // Each service's own login, and the reconciler's one owner connection (checkWorkload checks who reads which).
+    const logins = objects.find((o) => o.kind === 'Secret' && o.metadata.name === 'genfill-db')!;
+    expect(Object.keys(logins.data).sort()).toEqual([
+      'API_DATABASE_URL', 'OWNER_DATABASE_URL', 'PLANNER_DATABASE_URL', 'PROJECTOR_DATABASE_URL', 'RECONCILER_DATABASE_URL', 'WORKER_DATABASE_URL',
+    ]);
+    const users = Object.values(logins.data as Record<string, string>).map((v) => new URL(Buffer.from(v, 'base64').toString()).username);
+    expect(new Set(users).size, 'one login per service').toBe(users.length);
     const auth = objects.find((o) => o.kind === 'TriggerAuthentication')!;
     expect(auth.spec.secretTargetRef).toEqual([{ parameter: 'connection', name: secret.metadata.name, key: 'SCALER_DATABASE_URL' }]);
     // The Pod Security Standard the namespace enforces is the one the policy above checks.

@@ -14,6 +14,7 @@ import { createLogger } from '@genfill/observability';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure, urlAs as urlOf } from './support/db.ts';
 import { createExampleSchema, dailyRelease, registryCounts, seedOrders, workspace, writeRelease } from './support/fixtures.ts';
+import { login, mapPerson, token } from './support/persons.ts';
 import { createTestQueues, keepQueuesOnFailure, REDIS_URL } from './support/redis.ts';
 import { exited, waitFor } from './support/wait.ts';
 
@@ -78,6 +79,10 @@ beforeAll(async () => {
     await db.pool.query(`DO $$ BEGIN CREATE ROLE ${login} LOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`);
     await db.pool.query(`GRANT ${role} TO ${login}`);
   }
+  // Approvals count persons (migration 0028): the owner maps who submits and who approves.
+  await mapPerson(db.pool, 'carol', login('genfill_carol'));
+  await mapPerson(db.pool, 'dave', login('genfill_dave'));
+  await mapPerson(db.pool, 'abe', token('abe'));
   // What an install grants beside genfill's own roles (README "Roles"): the fleet reads the
   // sources, operators read them to validate a release, and genfill_owner may create the
   // first generation's view in public.

@@ -59,6 +59,11 @@ export function checkWorkload(d: Obj, config: Record<string, string>): void {
     expect(c.resources?.[kind], `${where}: ${kind}`).toMatchObject({ cpu: expect.any(String), memory: expect.any(String) });
   }
   expect(c.envFrom, `${where}: configuration from the ConfigMap and the Secret`).toEqual([{ configMapRef: { name: 'genfill' } }, { secretRef: { name: 'genfill' } }]);
+  // Each service as a plain login of its own (Secret genfill-db), the owner connection only for the reconciler.
+  const fromSecret = (name: string) => c.env?.find((e: Obj) => e.name === name)?.valueFrom?.secretKeyRef;
+  expect(fromSecret('DATABASE_URL'), `${where}: DATABASE_URL is its own login`).toEqual({ name: 'genfill-db', key: `${String(c.args[0]).toUpperCase()}_DATABASE_URL` });
+  if (c.args[0] === 'reconciler') expect(fromSecret('GENFILL_OWNER_DATABASE_URL'), `${where}: the one owner connection`).toEqual({ name: 'genfill-db', key: 'OWNER_DATABASE_URL' });
+  else expect(fromSecret('GENFILL_OWNER_DATABASE_URL'), `${where}: no owner connection`).toBeUndefined();
   const metrics = c.ports.find((p: Obj) => p.name === 'metrics');
   expect(metrics?.containerPort, `${where}: the metrics port is GENFILL_METRICS_PORT`).toBe(Number(config.GENFILL_METRICS_PORT));
   expect(c.readinessProbe?.httpGet, `${where}: readiness on /readyz`).toEqual({ path: '/readyz', port: 'metrics' });

@@ -173,6 +173,31 @@ export class NotFoundError extends RefusedError {}
  */
 export class PermissionDeniedError extends RefusedError {}
 
+/** Which principal a person-check was about: a database login or an API token's subject. */
+export type PrincipalKind = 'login' | 'token';
+
+/**
+ * An approval by, or of a release submitted by, a principal that maps to no person (SQLSTATE
+ * GFM01): approvals count persons, so genfill cannot tell who it is. The message quotes the SQL
+ * the owner runs to map it. Exit 3.
+ */
+export class UnmappedPrincipalError extends RefusedError {
+  constructor(
+    message: string,
+    readonly principal: string | null,
+    readonly kind: PrincipalKind | null,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** This person already approved along the release's chain under another principal (SQLSTATE GFM02). Exit 3. */
+export class PersonAlreadyApprovedError extends RefusedError {}
+
+/** The approver is the release's submitter, as the same principal or another of theirs (SQLSTATE GFM03). Exit 3. */
+export class SubmitterApprovalError extends RefusedError {}
+
 /**
  * A login may not read a source's events or conflict images (SQLSTATE GFP01,
  * genfill.source_events / genfill.source_conflicts): it lacks SELECT on the source, row-level

@@ -24,6 +24,8 @@ export {
   NotFoundError,
   PartitionFailedError,
   PermissionDeniedError,
+  PersonAlreadyApprovedError,
+  type PrincipalKind,
   type Problem,
   ProjectorBehindError,
   RangeOverlapError,
@@ -35,10 +37,12 @@ export {
   SchemaVersionError,
   SourceReadRefusedError,
   StaleLeaseError,
+  SubmitterApprovalError,
   type SwitchKind,
   SwitchRefusedError,
   TransformRefusedError,
   UnknownDatasetError,
+  UnmappedPrincipalError,
 } from './errors.ts';
 export {
   CARRY_MAX,

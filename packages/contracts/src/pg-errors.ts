@@ -19,6 +19,8 @@ import {
   LockNotAvailableError,
   NotFoundError,
   PermissionDeniedError,
+  PersonAlreadyApprovedError,
+  type PrincipalKind,
   type Problem,
   ProjectorBehindError,
   RangeOverlapError,
@@ -27,6 +29,8 @@ import {
   SourceReadRefusedError,
   StaleLeaseError,
   TransformRefusedError,
+  SubmitterApprovalError,
+  UnmappedPrincipalError,
 } from './errors.ts';
 
 /** The fields of a node-postgres DatabaseError genfill reads. */
@@ -97,6 +101,12 @@ export const SQLSTATE = {
    * problems, `[{path, message}]` JSON.
    */
   transformRefused: 'GFT01',
+  /** An approver or submitter that maps to no person (DETAIL: `{principal, kind}`, JSON). */
+  unmappedPrincipal: 'GFM01',
+  /** One person, one approval: this person approved under another principal. */
+  personAlreadyApproved: 'GFM02',
+  /** The submitter's person cannot approve, under any principal. */
+  submitterApproval: 'GFM03',
 
   invalidParameterValue: '22023',
   uniqueViolation: '23505',
@@ -211,6 +221,15 @@ export const PG_ERRORS = {
   [SQLSTATE.readerLeaseLifetime]: mapping({ class: RefusedError, make: (_e, _c, m) => new RefusedError(m) }),
   [SQLSTATE.quarantineUnnamed]: mapping({ class: RefusedError, make: (_e, _c, m) => new RefusedError(m) }),
   [SQLSTATE.setting]: mapping({ class: RefusedError, make: (_e, _c, m) => new RefusedError(m) }),
+  [SQLSTATE.unmappedPrincipal]: mapping({
+    class: UnmappedPrincipalError,
+    make: (e, _c, m) => {
+      const d = json<{ principal?: string; kind?: PrincipalKind }>(e.detail, {});
+      return new UnmappedPrincipalError(m, d.principal ?? null, d.kind ?? null);
+    },
+  }),
+  [SQLSTATE.personAlreadyApproved]: mapping({ class: PersonAlreadyApprovedError, make: (_e, _c, m) => new PersonAlreadyApprovedError(m) }),
+  [SQLSTATE.submitterApproval]: mapping({ class: SubmitterApprovalError, make: (_e, _c, m) => new SubmitterApprovalError(m) }),
   // Raised by name by genfill's functions for a bad holder, TTL or batch size: the caller's input.
   [SQLSTATE.invalidParameterValue]: mapping({ class: InvalidInputError, make: (_e, c, m) => new InvalidInputError([{ path: c.input ?? '', message: m }]) }),
   // The releases' exclusion constraint: a submission that raced another one over the same range.

@@ -30,6 +30,9 @@ import {
   SwitchRefusedError,
   TransformRefusedError,
   UnknownDatasetError,
+  UnmappedPrincipalError,
+  PersonAlreadyApprovedError,
+  SubmitterApprovalError,
 } from './errors.ts';
 import { pgErrorCode } from './pg-errors.ts';
 
@@ -59,6 +62,9 @@ export const ERROR_CLASSES = {
   ReconciliationRequiredError,
   RedisUnavailableError,
   TransformRefusedError,
+  UnmappedPrincipalError,
+  PersonAlreadyApprovedError,
+  SubmitterApprovalError,
 } as const;
 
 export type ErrorClassName = keyof typeof ERROR_CLASSES;

@@ -59,9 +59,17 @@ export interface WorkerOptions {
   namespace?: string;
 }
 
+/** The Secret holding each service's DATABASE_URL (deploy/base; the overlay provides it). */
+export const DB_SECRET = 'genfill-db';
+
 function workerDeployment(o: WorkerOptions): KubeObject {
   const name = workerName(o.release);
-  const env: { name: string; value: string }[] = [{ name: 'GENFILL_STATEMENT_TIMEOUT', value: WORKER_STATEMENT_TIMEOUT }];
+  // The worker connects as a plain genfill_service login of its own (Secret genfill-db): never
+  // a superuser, never the owner (README "Logins and persons").
+  const env: ({ name: string; value: string } | { name: string; valueFrom: { secretKeyRef: { name: string; key: string } } })[] = [
+    { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: DB_SECRET, key: 'WORKER_DATABASE_URL' } } },
+    { name: 'GENFILL_STATEMENT_TIMEOUT', value: WORKER_STATEMENT_TIMEOUT },
+  ];
   if (o.release !== undefined) env.push({ name: 'GENFILL_RELEASE', value: o.release });
   return {
     apiVersion: 'apps/v1',

@@ -148,6 +148,11 @@ async function move(db: Db, o: AdoptParsed, transformSql: string, transformDiges
     for (const r of readers) await conn.query(`GRANT SELECT ON ${quoteQualified(o.table)} TO ${r.grantee}`);
     await conn.query(`ALTER TABLE ${moved} OWNER TO genfill_owner`);
     await conn.query(`REVOKE ALL ON ${moved} FROM PUBLIC`);
+    // What the owner's default privileges give a generation table it creates (migration 0006):
+    // a moved table was not created by the owner, and the fleet — a plain genfill_service
+    // login, never the owner — reads it (carry, reconcile) and the projector writes it.
+    await conn.query(`GRANT SELECT ON ${moved} TO genfill_reader, genfill_operator, genfill_approver`);
+    await conn.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ${moved} TO genfill_service`);
     await insertDataset(conn, { name: o.dataset, targetTable: o.table, sourceTable: o.source, key: o.key, time: o.time });
     await insertTransform(conn, transformDigest, transformSql);
     await logDatasetAction(conn, { dataset: o.dataset, action: DATASET_ACTIONS.adoptMove, generation: o.generation, detail: { table: o.table, transform: transformDigest } });

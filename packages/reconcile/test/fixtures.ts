@@ -10,6 +10,7 @@ import { buildPartition, claimPartition } from '@genfill/builder';
 import { adoptDataset, planRelease, startBuilding, submitRelease } from '@genfill/planner';
 import { migrate, type Db } from '@genfill/registry';
 import { urlAs, type TestDatabase } from '../../../test/support/db.ts';
+import { mapTestLogins } from '../../../test/support/persons.ts';
 import { createExampleSchema, exampleRelease, workspace, writeRelease } from '../../../test/support/fixtures.ts';
 
 export const LEGACY_TRANSFORM = `SELECT s.order_id, s.created_at, s.region, s.amount_cents,
@@ -25,10 +26,13 @@ export interface Seed {
 
 /**
  * Orders spread evenly over `days` from `from` (ids follow time), orders_enriched built by
- * the legacy transform, adopted as generation g2 of dataset orders_enriched.
+ * the legacy transform, adopted as generation g2 of dataset orders_enriched. The admin and the
+ * shared logins genfill_alice and genfill_bob are mapped to persons of their own (approvals
+ * count persons: test/support/persons.ts).
  */
 export async function seedAdopted(tdb: TestDatabase, db: Db, seed: Seed): Promise<void> {
   await migrate(db);
+  await mapTestLogins(tdb.pool);
   await createExampleSchema(tdb.pool);
   const n = seed.days * seed.perDay;
   await tdb.pool.query(

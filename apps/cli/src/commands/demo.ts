@@ -1,6 +1,9 @@
 // `genfill demo`: the whole story on a seeded dataset, so a newcomer sees the product work
 // before writing a release of their own. Every step is the same call an operator's verb
 // makes, and each is safe to repeat, so running the demo again only re-prints the story.
+// genfill's services run as the plain logins an operator makes (demo/logins.ts): the fleet's
+// steps as genfill_demo_fleet, the API as genfill_demo_api, submit and approve as two persons;
+// the URL the demo is given is its one owner connection (migrate, seed, adopt).
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -8,15 +11,17 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgumentError, type Command } from 'commander';
 import { ReconciliationRequiredError, RefusedError } from '@genfill/contracts';
 import { adoptDataset, submitRelease, type PlanResult } from '@genfill/planner';
-import { createPool, migrate, receiptSummary, type Db, type ReceiptSummary } from '@genfill/registry';
+import { migrate, receiptSummary, type Db, type ReceiptSummary } from '@genfill/registry';
 import { openPinnedRead } from '@genfill/reads';
 import { approveRelease, type ApproveResult, latestReconciliation, reconcile, type ReconcileResult } from '@genfill/reconcile';
-import type { Context } from '../context.ts';
+import { Context } from '../context.ts';
 import { planWithDispatch } from '../dispatch.ts';
+import { startDemoApi, type DemoApi } from '../demo/api.ts';
 import { buildWithWorkers, type DemoBuild } from '../demo/build.ts';
 import { writeAdoptTransform, writeDemoRelease } from '../demo/files.ts';
 import { seedDemo } from '../demo/seed.ts';
 import { startLivePath, type LivePath } from '../demo/live.ts';
+import { DEMO_LOGINS, demoPool, ensureDemoLogins, urlOf } from '../demo/logins.ts';
 import { json } from '../io.ts';
 import { durationOption } from '../options.ts';
 import { describePlan } from './plan.ts';
@@ -49,8 +54,6 @@ function parseBounded(value: string, min: number, max: number): number {
   return n;
 }
 
-const DEMO_APPROVER = 'genfill_demo_approver';
-
 /** The demo's steps in order; `--until <step>` stops after one of them. */
 const STEPS = ['migrate', 'seed', 'adopt', 'submit', 'plan', 'build', 'reconcile', 'approve', 'cutover'] as const;
 type Step = (typeof STEPS)[number];
@@ -62,7 +65,7 @@ const NEXT: Record<Step, string> = {
   submit: `genfill plan ${RELEASE}`,
   plan: `genfill worker --release ${RELEASE}`,
   build: `genfill reconcile ${RELEASE}`,
-  reconcile: `genfill approve ${RELEASE} (as a second role)`,
+  reconcile: `genfill approve ${RELEASE} (as another person)`,
   approve: `genfill cutover ${RELEASE}`,
   cutover: '',
 };
@@ -73,27 +76,15 @@ function parseStep(value: string): Step {
 }
 
 /**
- * Approval is never the submitter's: the demo approves through a second login role, made a
- * member of genfill_approver (this needs CREATEROLE, as the demo's other setup does).
+ * Approval is never the submitter's: the demo approves as its approver login, a person other
+ * than the operator who submitted (demo/logins.ts).
  */
-async function approveAsSecondRole(ctx: Context, db: Db): Promise<ApproveResult> {
-  await db.query(
-    `DO $$ BEGIN CREATE ROLE ${DEMO_APPROVER} LOGIN IN ROLE genfill_approver;
-       EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`,
-  );
-  const url = new URL(ctx.config.DATABASE_URL);
-  url.username = DEMO_APPROVER;
-  url.password = '';
-  const approver = createPool({ ...ctx.config, DATABASE_URL: url.toString() }, 'genfill-demo-approver', 1);
+async function approveAsAnotherPerson(ctx: Context): Promise<ApproveResult> {
+  const approver = await demoPool(ctx.config, 'approver', 1);
   try {
     // The approver reviews the latest reconciliation and approves exactly that one.
     const latest = await latestReconciliation(approver, RELEASE);
     return await approveRelease(approver, RELEASE, latest?.id ?? null);
-  } catch (err) {
-    if ((err as { code?: string }).code === '28000' || (err as { code?: string }).code === '28P01') {
-      throw new RefusedError(`the demo could not log in as ${DEMO_APPROVER} to approve (${(err as Error).message}): allow it in pg_hba.conf or approve with \`genfill approve ${RELEASE}\` as another role`);
-    }
-    throw err;
   } finally {
     await approver.end();
   }
@@ -172,6 +163,15 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         const seeded = await phase('seed', () => seedDemo(db, { rows: opts.rows, log: (line) => say(`      ${line}`) }));
         say(`      ${seeded.seeded ? 'seeded' : 'already seeded'}: public.orders holds ${count(seeded.orders)} orders ${took('seed')}`);
         results.orders = { ...seeded, inRange: opts.rows };
+        // The connection the demo was given is its one owner connection (migrate, the seed, adopt
+        // with capture install); every genfill service below runs as a plain login it makes here.
+        await ensureDemoLogins(db);
+        const logins = Object.fromEntries(Object.entries(DEMO_LOGINS).map(([who, l]) => [who, l.login]));
+        results.logins = logins;
+        say(
+          `      logins: the fleet as ${logins.fleet} (genfill_service), the API as ${logins.api} (genfill_api), ` +
+            `${logins.operator} submits, ${logins.approver} approves — plain logins, each person mapped`,
+        );
         if (stopsAfter('seed')) return;
 
         // The table the old pipeline built becomes generation tax-fix-g2, the release's expectedActive.
@@ -203,12 +203,21 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
 
         // From here on the old application keeps writing, and the projector keeps the active
         // generation current: the view follows its writer for the rest of the demo.
-        const live: LivePath = await startLivePath(ctx, { seededOrders: seeded.orders, ratePerSecond: opts.writerRate });
-        say(`      live: an order writer (${opts.writerRate} transactions/s, outside the release's range until the build starts) and the projector run from now on`);
+        // The fleet's steps run here as the fleet's login (a Context of its own, so planning
+        // runs in this process as a service login does); the operator submits as the operator.
+        const fleetUrl = urlOf(ctx.config, 'fleet');
+        const fleetCtx = new Context({ ...ctx.io, env: { ...ctx.io.env, DATABASE_URL: fleetUrl } });
+        const fleet = await demoPool(ctx.config, 'fleet', 6, { fleet: true });
+        let operator: Db | null = null;
+        let api: DemoApi | null = null;
+        const live: LivePath = await startLivePath(ctx, { seededOrders: seeded.orders, ratePerSecond: opts.writerRate, projectorUrl: fleetUrl });
+        say(`      live: an order writer (${opts.writerRate} transactions/s, outside the release's range until the build starts) and the projector (as ${logins.fleet}) run from now on`);
         try {
+        api = await startDemoApi({ env: ctx.io.env, databaseUrl: urlOf(ctx.config, 'api') });
+        operator = await demoPool(ctx.config, 'operator', 2);
 
         const releaseFile = writeDemoRelease(dir);
-        const submitted = await phase('submit', () => submitRelease(releaseFile, db));
+        const submitted = await phase('submit', () => submitRelease(releaseFile, operator!));
         say(
           `[4/9] submit: ${submitted.status} ${submitted.release} (${submitted.partitions} partitions, digest ${submitted.digest}) ${took('submit')}`,
         );
@@ -216,7 +225,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         results.submit = submitted;
         if (stopsAfter('submit')) return;
 
-        const plan = await phase('plan', () => planWithDispatch(ctx, RELEASE));
+        const plan = await phase('plan', () => planWithDispatch(fleetCtx, RELEASE));
         say(`[5/9] plan ${took('plan')}`);
         say(describePlan(plan).replace(/^/gm, '      '));
         results.plan = plan;
@@ -230,7 +239,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
           // snapshot missed reaches the candidate by catch-up, key by key.
           live.writeInRange();
           say(`[6/9] build: ${opts.workers} worker processes build ${RELEASE} into tax-fix-g3, the writer now writing inside the range too`);
-          build = await phase('build', () => buildWithWorkers(db, { release: RELEASE, workers: opts.workers, throttle: opts.throttle, env: ctx.io.env, say: (l) => say(`      ${l}`) }));
+          build = await phase('build', () => buildWithWorkers(db, { release: RELEASE, workers: opts.workers, throttle: opts.throttle, env: { ...ctx.io.env, DATABASE_URL: fleetUrl }, say: (l) => say(`      ${l}`) }));
           if (build.state !== 'BUILT') {
             throw new RefusedError(`the build stopped with ${build.failed} failed partition(s) and the release ${build.state}: see \`genfill status ${RELEASE}\``);
           }
@@ -244,7 +253,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         if (build) {
           // What the writer did during the build: events the partitions' snapshots already held,
           // then one catch-up round (applied, no-ops) and what is still waiting after it.
-          const round = await phase('catchup', () => catchupRound(db, RELEASE));
+          const round = await phase('catchup', () => catchupRound(fleet, RELEASE));
           const { rows: ev } = await db.query<{ held: number; waiting: number }>(
             `WITH l AS (SELECT l.txid FROM genfill.change_log l JOIN genfill.captures c ON c.source_table = l.source_table
                          WHERE c.relid = 'public.orders'::regclass),
@@ -264,11 +273,11 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         }
         if (stopsAfter('build')) return;
 
-        // The reconciler proves the candidate with its own queries; a second role approves.
+        // The reconciler proves the candidate with its own queries; another person approves.
         let reconciliation: ReconcileResult | null = null;
         const before = (await db.query<{ state: string }>('SELECT state FROM genfill.releases WHERE id = $1', [RELEASE])).rows[0]!.state;
         if (before === 'BUILT' || before === 'RECONCILED') {
-          reconciliation = await phase('reconcile', () => reconcile(db, RELEASE, { findingsDir: dir }));
+          reconciliation = await phase('reconcile', () => reconcile(fleet, RELEASE, { findingsDir: dir }));
           say(`[7/9] reconcile ${took('reconcile')}`);
           say(describeReconciliation(reconciliation).replace(/^/gm, '      '));
           if (reconciliation.state !== 'RECONCILED') {
@@ -282,7 +291,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         }
         results.reconciliation = reconciliation;
         if (stopsAfter('reconcile')) return;
-        const approval = await phase('approve', () => approveAsSecondRole(ctx, db));
+        const approval = await phase('approve', () => approveAsAnotherPerson(ctx));
         say(`[8/9] approve as ${approval.principal}: ${approval.outcome}, ${approval.approvals}/${approval.required} → ${approval.state} ${took('approve')}`);
 
         results.approval = approval;
@@ -298,7 +307,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
           // A report that pins the old generation before the cutover reads it to its end after it.
           const report = await openPinnedRead(db, { dataset: 'orders_enriched', holder: 'genfill-demo-report' });
           const first = await report.page({ limit: 10_000 });
-          cut = await phase('cutover', () => cutoverRelease(db, RELEASE, {}));
+          cut = await phase('cutover', () => cutoverRelease(fleet, RELEASE, {}));
           say(`[9/9] cutover under the live writer ${took('cutover')}`);
           say(describeCutover(cut).replace(/^/gm, '      '));
           const pinned = { generation: report.generation, rows: first.rows.length, pages: 1, pagesAfterCutover: 0, generations: [first.generation] };
@@ -334,6 +343,13 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         );
         if (liveResult.differences !== 0) throw new RefusedError(`the view of orders_enriched differs from its transform map applied to public.orders in ${liveResult.differences} rows`);
 
+        // The API service, running as its plain genfill_api login, answers what a person sees.
+        const viaApi = await api.get(`/releases/${encodeURIComponent(RELEASE)}`);
+        const apiState = (viaApi.body as { state?: string }).state ?? null;
+        results.api = { login: logins.api, url: api.url, status: viaApi.status, state: apiState };
+        say(`      api: genfill api as ${logins.api} at ${api.url}: GET /releases/${RELEASE} → ${viaApi.status}, ${apiState}`);
+        if (viaApi.status !== 200) throw new RefusedError(`the demo's API answered ${viaApi.status} for /releases/${RELEASE}: ${JSON.stringify(viaApi.body)}`);
+
         const total = secs(performance.now() - started);
         if (opts.json) {
           return json(ctx.io, { ...results, phases, totalSeconds: total });
@@ -347,7 +363,8 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
             `  receipts    ${receipts.receipts}/${receipts.partitions}, ${count(receipts.rowsOut)} rows, conserved sums ${receipts.conservedEqual ? 'equal' : 'DIFFER'}`,
             `  partitions  ${plan.partitions}, coverage ${results.coverageProved ? 'proved' : 'FAILED'}`,
             `  reconciled  ${reconciliation ? `#${reconciliation.id}: ${reconciliation.state}, ${reconciliation.findings.count} findings` : 'by an earlier run'}`,
-            `  approved    by ${approval.principal} (${approval.approvals}/${approval.required}) before the seal`,
+            `  submitted   by ${logins.operator}; approved by ${approval.principal} (${approval.approvals}/${approval.required}) before the seal, another person`,
+            `  logins      planner, workers, projector, reconciler, cutover as ${logins.fleet}; the API as ${logins.api}; none a superuser or the owner`,
             cut
               ? `  cutover     ${cut.from} → ${cut.to}: freeze window ${cut.freezeMs} ms (switch ${cut.casMs} ms); events caught up ${count((cut.rounds?.pre?.events ?? 0) + (cut.rounds?.final?.events ?? 0))} by rounds + ${count(cut.appliedAtSwitch?.events ?? 0)} at the switch; ` +
                 `${count((cut.tail?.pre?.keys ?? 0) + (cut.tail?.post?.keys ?? 0))} changed keys re-verified; release ACTIVE`
@@ -361,6 +378,10 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         );
         } finally {
           await live.stop();
+          await api?.stop();
+          await operator?.end();
+          await fleet.end();
+          await fleetCtx.close();
         }
       }),
     );

@@ -36,8 +36,13 @@ function percentile(xs: number[], p: number): number {
   return s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]!;
 }
 
-export async function startLivePath(ctx: Context, o: { seededOrders: number; ratePerSecond: number }): Promise<LivePath> {
-  const pool = createPool(ctx.config, 'genfill-demo-live', 4, { fleet: true });
+/**
+ * `projectorUrl` is the fleet's plain login the projector runs as; the writer is the
+ * application, on the demo's own connection.
+ */
+export async function startLivePath(ctx: Context, o: { seededOrders: number; ratePerSecond: number; projectorUrl: string }): Promise<LivePath> {
+  const pool = createPool({ ...ctx.config, DATABASE_URL: o.projectorUrl }, 'genfill-demo-projector', 4, { fleet: true });
+  const app = createPool(ctx.config, 'genfill-demo-writer', 2);
   const log = createLogger('projector', 'warn');
   const controller = new AbortController();
   const totals = { batches: 0, events: 0, applied: 0, fenced: 0 };
@@ -54,7 +59,7 @@ export async function startLivePath(ctx: Context, o: { seededOrders: number; rat
       } else if (b.kind === 'fenced') totals.fenced++;
     },
   }).catch((err: unknown) => log.error({ err }, 'demo projector failed'));
-  const writer = await startOrderWriter(pool, { ratePerSecond: o.ratePerSecond, inRange: false, seededOrders: o.seededOrders });
+  const writer = await startOrderWriter(app, { ratePerSecond: o.ratePerSecond, inRange: false, seededOrders: o.seededOrders });
   // Lag: the age of the oldest event not yet in the frontier, sampled every 100 ms.
   const lags: number[] = [];
   let sampling = true;
@@ -75,6 +80,7 @@ export async function startLivePath(ctx: Context, o: { seededOrders: number; rat
     controller.abort();
     await projector;
     await pool.end();
+    await app.end();
   };
   return {
     stop,

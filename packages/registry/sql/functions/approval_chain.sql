@@ -5,6 +5,10 @@
 -- passing incremental links; a failing reconciliation (full or incremental) is the latest and
 -- voids them all (voided_by); a new full reconciliation starts a new chain (it re-proves
 -- everything: it is reviewed again). genfill.approve and genfill.cutover_switch count with it.
+--
+-- It counts persons (migration 0028): distinct persons along the chain, the submitter's person
+-- excluded, so one person counts once whatever principals they approved under. Approvals
+-- recorded before 0028 carry no person and count by principal, as they did when given.
 CREATE OR REPLACE FUNCTION genfill.approval_chain(p_release text)
 RETURNS TABLE (latest bigint, latest_state text, chain bigint[], approvals integer, required integer, voided_by bigint, approved_on bigint)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -14,7 +18,8 @@ DECLARE
   v_chain bigint[] := '{}';
   v_n integer := 0;
 BEGIN
-  SELECT r.submitted_by, r.approvals_required INTO rel FROM genfill.releases r WHERE r.id = p_release;
+  SELECT r.submitted_by, r.approvals_required, genfill.person_of(r.submitted_by, r.submitted_kind) AS submitter_person INTO rel
+    FROM genfill.releases r WHERE r.id = p_release;
   SELECT c.id, c.state, c.kind, c.parent INTO cur FROM genfill.reconciliations c WHERE c.release = p_release ORDER BY c.id DESC LIMIT 1;
   IF cur.id IS NULL THEN
     RETURN QUERY SELECT NULL::bigint, NULL::text, '{}'::bigint[], 0, rel.approvals_required, NULL::bigint, NULL::bigint;
@@ -33,8 +38,11 @@ BEGIN
     SELECT c.id, c.state, c.kind, c.parent INTO cur FROM genfill.reconciliations c WHERE c.id = cur.parent;
     EXIT WHEN cur.id IS NULL OR cur.state <> 'RECONCILED';
   END LOOP;
-  SELECT count(DISTINCT a.principal)::integer INTO v_n FROM genfill.approvals a
-   WHERE a.release = p_release AND a.reconciliation_id = ANY (v_chain) AND a.principal <> rel.submitted_by;
+  SELECT count(DISTINCT CASE WHEN a.person IS NOT NULL THEN 'person:' || a.person ELSE 'principal:' || a.principal END)::integer INTO v_n
+    FROM genfill.approvals a
+   WHERE a.release = p_release AND a.reconciliation_id = ANY (v_chain)
+     AND CASE WHEN a.person IS NOT NULL THEN rel.submitter_person IS NOT NULL AND a.person <> rel.submitter_person
+              ELSE a.principal <> rel.submitted_by END;
   RETURN QUERY SELECT latest, latest_state, v_chain, v_n, rel.approvals_required, NULL::bigint,
     (SELECT max(a.reconciliation_id) FROM genfill.approvals a WHERE a.release = p_release AND a.reconciliation_id = ANY (v_chain));
 END $$;

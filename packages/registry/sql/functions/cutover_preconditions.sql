@@ -36,7 +36,7 @@ BEGIN
       CASE WHEN rel.state = 'CAUGHT_UP' THEN '' ELSE ', not CAUGHT_UP' END);
   ELSE
     RETURN QUERY SELECT 'state'::text, rel.state = 'APPROVED', format('release %s is %s%s', p_release, rel.state,
-      CASE WHEN rel.state = 'APPROVED' THEN '' ELSE ': a cutover needs an APPROVED release (reconcile, then approve as a second role)' END);
+      CASE WHEN rel.state = 'APPROVED' THEN '' ELSE ': a cutover needs an APPROVED release (reconcile, then approve as another person)' END);
   END IF;
 
   RETURN QUERY SELECT 'expected-generation'::text,

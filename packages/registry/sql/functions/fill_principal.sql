@@ -31,3 +31,15 @@ CREATE OR REPLACE TRIGGER reader_leases_principal BEFORE INSERT ON genfill.reade
   FOR EACH ROW EXECUTE FUNCTION genfill.fill_principal();
 CREATE OR REPLACE TRIGGER change_log_prunes_principal BEFORE INSERT ON genfill.change_log_prunes
   FOR EACH ROW EXECUTE FUNCTION genfill.fill_principal();
+
+-- The kind of a release's submitter (migration 0028), beside submitted_by, so the submitter
+-- check of genfill.approve looks up the right person: a value the caller passed is overwritten.
+CREATE OR REPLACE FUNCTION genfill.fill_submitted_kind() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  NEW.submitted_kind := genfill.current_principal_kind();
+  RETURN NEW;
+END $$;
+ALTER FUNCTION genfill.fill_submitted_kind() OWNER TO genfill_owner;
+CREATE OR REPLACE TRIGGER releases_submitted_kind BEFORE INSERT ON genfill.releases
+  FOR EACH ROW EXECUTE FUNCTION genfill.fill_submitted_kind();

@@ -27,6 +27,9 @@ const API_LOGIN = 'genfill_h5_api';
 const MIRROR = 'public.feed_orders';
 const DATASET = 'feed_enriched';
 const INGRESS_RELEASE = 'feed-enriched@1';
+/** A second mirror nobody writes to: nothing pending. */
+const QUIET_MIRROR = 'public.feed_quiet_src';
+const QUIET_DATASET = 'feed_quiet';
 const RELEASE = 'orders-trust@1';
 const BOARD_QUEUE = `release.${RELEASE}`;
 const queue = q.queue(RELEASE);
@@ -106,6 +109,11 @@ beforeAll(async () => {
   const spec = dailyRelease(INGRESS_RELEASE, DATASET, 3);
   spec.source.table = MIRROR;
   expect((await runCli(['release', 'submit', writeRelease(workspace(), spec)], adminEnv)).code).toBe(0);
+  await db.pool.query(mirrorDdl(QUIET_MIRROR));
+  expect((await installIngressMirror(db.pool, QUIET_MIRROR)).status).toBe('installed');
+  const quiet = dailyRelease('feed-quiet@1', QUIET_DATASET, 3);
+  quiet.source.table = QUIET_MIRROR;
+  expect((await runCli(['release', 'submit', writeRelease(workspace(), quiet)], adminEnv)).code).toBe(0);
   const r = firstGenerationRelease();
   r.release = RELEASE;
   r.range = { from: '2025-07-01T00:00:00Z', to: '2025-07-04T00:00:00Z' };
@@ -178,7 +186,8 @@ describe('ingest over HTTP', () => {
   it('a dataset at its pending bound answers a 19 MB body with 429 before reading it, and nothing is written', async () => {
     const pending = await pendingOf(DATASET);
     expect(pending).toBeGreaterThan(0);
-    const api = await start({ GENFILL_MAX_PENDING_EVENTS: String(pending) });
+    // The size bound raised past the body, so that the pending bound is what answers it.
+    const api = await start({ GENFILL_MAX_PENDING_EVENTS: String(pending), GENFILL_API_INGEST_MAX_BYTES: String(32 * 1024 * 1024) });
     const before = await ingressCounts(db.pool, MIRROR);
     const line = `${JSON.stringify(upsert(600, 1, 'x'.repeat(120)))}\n`;
     const lines = Math.ceil(19_000_000 / line.length);
@@ -204,6 +213,22 @@ describe('ingest over HTTP', () => {
     expect(await ingressCounts(db.pool, MIRROR)).toEqual(before);
     expect(await mirrorRow(db.pool, MIRROR, 600)).toBeNull();
   }, 60_000);
+
+  it('a dataset under its bound still reads the body: a file over the bound alone is 400, nothing written', async () => {
+    const api = await start({ GENFILL_MAX_PENDING_EVENTS: '2' });
+    expect(await pendingOf(QUIET_DATASET)).toBe(0);
+    const before = await ingressCounts(db.pool, QUIET_MIRROR);
+    const res = await fetch(`${api.url}/datasets/${QUIET_DATASET}/events`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKENS.olga}`, 'content-type': 'application/x-ndjson' },
+      body: ndjson([upsert(1, 1, 'a'), upsert(2, 1, 'b'), upsert(3, 1, 'c')]),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { problems: { message: string }[] }).problems.at(-1)!.message).toMatch(
+      /3 events in one file, more than GENFILL_MAX_PENDING_EVENTS \(2\): split the file/,
+    );
+    expect(await ingressCounts(db.pool, QUIET_MIRROR)).toEqual(before);
+  });
 
   it('a body over GENFILL_API_INGEST_MAX_BYTES is 413 from its Content-Length, before a byte of it is read', async () => {
     const api = await start({ GENFILL_API_INGEST_MAX_BYTES: '4096' });

@@ -124,7 +124,7 @@ export const configSchema = z.object({
   /** Uploads whose body is being read at once; one more is answered 429 before its body is read. */
   GENFILL_API_INGEST_MAX_UPLOADS: z.coerce.number().int().min(1).max(1_000).default(8),
   /** The largest body POST /datasets/:ds/events reads, in bytes (413 past it). */
-  GENFILL_API_INGEST_MAX_BYTES: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
+  GENFILL_API_INGEST_MAX_BYTES: z.coerce.number().int().min(1024).default(16 * 1024 * 1024),
   /** The slowest upload accepted: fewer bytes than this per second over one window is cut (408). */
   GENFILL_API_INGEST_MIN_BYTES_PER_SECOND: z.coerce.number().int().min(0).default(1024),
   /** The window the minimum body rate is measured over; a bare number is milliseconds. */

@@ -61,6 +61,8 @@ interface RawRequest {
   /** The response's head and whatever of its body arrived, once the head is complete (or the socket closed). */
   answer: Promise<string>;
   answered(): boolean;
+  /** Resolves once the socket is closed (by either side, or reset). */
+  closed: Promise<void>;
 }
 
 function rawRequest(server: ApiServer, method: string, path: string, headers: Record<string, string | number>): RawRequest {
@@ -80,10 +82,38 @@ function rawRequest(server: ApiServer, method: string, path: string, headers: Re
   });
   // A server that answers early and closes resets a socket still writing: the answer stands.
   socket.on('error', () => finish());
+  const closed = new Promise<void>((r) => socket.once('close', () => r()));
   socket.on('close', () => finish());
   const head = [`${method} ${path} HTTP/1.1`, `Host: 127.0.0.1:${server.port}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), '', ''].join('\r\n');
   socket.write(head);
-  return { socket, answer, answered: () => done };
+  return { socket, answer, answered: () => done, closed };
+}
+
+/**
+ * POST a 19 MB NDJSON body (the finding's size) as fast as the socket takes it, and go on
+ * writing after the answer, as a plain client does: `written` is how much of the body the
+ * server had taken when it closed the connection (all of it, when it reads the body to its end).
+ */
+async function bigUpload(server: ApiServer, token: string | null): Promise<{ answer: string; written: number; total: number }> {
+  const line = `${JSON.stringify(upsert(600, 1, 'x'.repeat(120)))}\n`;
+  const total = Math.ceil(19_000_000 / line.length) * line.length;
+  const chunk = Buffer.from(line.repeat(Math.floor(65_536 / line.length)));
+  const headers: Record<string, string | number> = { 'content-type': 'application/x-ndjson', 'content-length': total };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const u = rawRequest(server, 'POST', `/datasets/${DATASET}/events`, headers);
+  let written = 0;
+  let closed = false;
+  void u.closed.then(() => (closed = true));
+  try {
+    while (written < total && !closed) {
+      const piece = chunk.subarray(0, Math.min(chunk.length, total - written));
+      written += piece.length;
+      if (!u.socket.write(piece)) await Promise.race([once(u.socket, 'drain').catch(() => undefined), u.closed]);
+    }
+    return { answer: await u.answer, written, total };
+  } finally {
+    u.socket.destroy();
+  }
 }
 
 const statusOf = (answer: string) => Number(/^HTTP\/1\.1 (\d{3}) /.exec(answer)?.[1]);
@@ -189,26 +219,11 @@ describe('ingest over HTTP', () => {
     // The size bound raised past the body, so that the pending bound is what answers it.
     const api = await start({ GENFILL_MAX_PENDING_EVENTS: String(pending), GENFILL_API_INGEST_MAX_BYTES: String(32 * 1024 * 1024) });
     const before = await ingressCounts(db.pool, MIRROR);
-    const line = `${JSON.stringify(upsert(600, 1, 'x'.repeat(120)))}\n`;
-    const lines = Math.ceil(19_000_000 / line.length);
-    const total = lines * line.length;
-    const chunk = Buffer.from(line.repeat(Math.floor(65_536 / line.length)));
-    const u = rawRequest(api, 'POST', `/datasets/${DATASET}/events`, { authorization: `Bearer ${TOKENS.olga}`, 'content-type': 'application/x-ndjson', 'content-length': total });
-    let written = 0;
-    try {
-      while (written < total && !u.answered()) {
-        const piece = chunk.subarray(0, Math.min(chunk.length - (chunk.length % line.length), total - written));
-        written += piece.length;
-        if (!u.socket.write(piece)) await Promise.race([once(u.socket, 'drain'), u.answer]);
-      }
-      const answer = await u.answer;
-      expect(statusOf(answer)).toBe(429);
-      expect(answer).toMatch(/retry-after: \d+/i);
-      // Answered while the client still had most of the body to send.
-      expect(written).toBeLessThan(total);
-    } finally {
-      u.socket.destroy();
-    }
+    const { answer, written, total } = await bigUpload(api, TOKENS.olga);
+    expect(statusOf(answer)).toBe(429);
+    expect(answer).toMatch(/retry-after: \d+/i);
+    // The connection was closed while the client still had most of the body to send.
+    expect(written).toBeLessThan(total);
     expect(await pendingOf(DATASET)).toBe(pending);
     expect(await ingressCounts(db.pool, MIRROR)).toEqual(before);
     expect(await mirrorRow(db.pool, MIRROR, 600)).toBeNull();
@@ -229,6 +244,18 @@ describe('ingest over HTTP', () => {
     );
     expect(await ingressCounts(db.pool, QUIET_MIRROR)).toEqual(before);
   });
+
+  it('an upload refused for its credentials (401, 403) is answered without its body being read', async () => {
+    const api = await start({ GENFILL_API_INGEST_MAX_BYTES: String(32 * 1024 * 1024) });
+    const before = await ingressCounts(db.pool, MIRROR);
+    for (const [token, status] of [[null, 401], [TOKENS.vera, 403]] as const) {
+      const { answer, written, total } = await bigUpload(api, token);
+      expect(statusOf(answer)).toBe(status);
+      expect(answer).toMatch(/connection: close/i);
+      expect(written).toBeLessThan(total);
+    }
+    expect(await ingressCounts(db.pool, MIRROR)).toEqual(before);
+  }, 60_000);
 
   it('a body over GENFILL_API_INGEST_MAX_BYTES is 413 from its Content-Length, before a byte of it is read', async () => {
     const api = await start({ GENFILL_API_INGEST_MAX_BYTES: '4096' });

@@ -120,6 +120,9 @@ export function toHttp(err: unknown): HttpError {
 
 export function sendError(res: Response, err: unknown): HttpError {
   const http = toHttp(err);
+  // Refused before its body was read (401, 403, an early 429): close the connection rather than
+  // let node read the rest of the body to keep it alive.
+  if (res.req && !res.req.complete) res.setHeader('Connection', 'close');
   if (http.status === 401) res.setHeader('WWW-Authenticate', 'Bearer realm="genfill"');
   for (const [name, value] of Object.entries(http.headers ?? {})) res.setHeader(name, value);
   res.status(http.status).json(http.body);
@@ -135,5 +138,6 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
 }
 
 export const notFound: RequestHandler = (req, res) => {
+  if (!req.complete) res.setHeader('Connection', 'close');
   res.status(404).json({ error: 'NotFoundError', message: `no route ${req.method} ${req.path}` });
 };

@@ -12,7 +12,7 @@
 import { Router } from 'express';
 import { Gauge, type Registry } from 'prom-client';
 import { ingest } from '@genfill/capture';
-import { IngressBusyError, InvalidInputError, releaseSchema } from '@genfill/contracts';
+import { DEFAULT_RETRY_AFTER_SECONDS, IngressBusyError, InvalidInputError, releaseSchema } from '@genfill/contracts';
 import type { Logger } from '@genfill/observability';
 import type { Db } from '@genfill/registry';
 import { requirePermission, requirePrincipal } from './auth.ts';
@@ -44,7 +44,8 @@ export interface EventDeps {
 }
 
 const datasetName = releaseSchema.shape.dataset;
-const RETRY_AFTER_SECONDS = 5;
+/** The same wait the apply's busy answer asks for. */
+const RETRY_AFTER_SECONDS = DEFAULT_RETRY_AFTER_SECONDS;
 
 /** Full before the body was read: the counts say so, `events` is 0 (the body was not counted). */
 class IngressFullError extends IngressBusyError {

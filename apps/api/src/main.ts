@@ -15,9 +15,11 @@ export const api = defineService({
   flags: {
     port: flag.port('listen here instead of GENFILL_API_PORT (default 3000)'),
   },
-  pool: () => ({ max: 8 }),
-  async run({ args, config, log, db, metrics, signal, out }) {
-    const server = await startApi({ config, log, db, registry: metrics, port: args.port });
+  // This pool only answers /readyz and the schema check: the API makes its own two pools (reads
+  // and verbs; ingest), each connection with the API's statement and idle timeouts.
+  pool: () => ({ max: 1 }),
+  async run({ args, config, log, metrics, signal, out }) {
+    const server = await startApi({ config, log, registry: metrics, port: args.port });
     out(`genfill api listening on http://localhost:${server.port} — Bull Board at /admin/queues (log in at /login)`);
     await untilStopped(signal);
     await server.close();

@@ -68,26 +68,50 @@ export class TokenTable {
 
 export const SESSION_COOKIE = 'genfill_session';
 const SESSION_TTL_MS = 8 * 3600_000;
-const MAX_SESSIONS = 10_000;
+/** GENFILL_API_SESSIONS_PER_SUBJECT's default. */
+export const SESSIONS_PER_SUBJECT = 20;
+
+interface Session extends Identity {
+  expiresAt: number;
+}
 
 /**
  * Browser sessions: a random 256-bit id in the cookie, the identity kept here. Chosen over an
  * HMAC-signed cookie because there is no signing key to provision and rotate, the cookie
  * carries nothing about its holder, and logout really ends the session server-side. The cost:
  * sessions live in one API process — a restart or a second replica asks for the token again.
+ *
+ * Bounded per subject (issue 28): a subject's login past `maxPerSubject` ends that subject's
+ * oldest session, never another subject's. (One bound for everyone, oldest out, let 10,000
+ * logins of one viewer token log every operator out.) Only a valid token makes a session, so
+ * the store holds at most maxPerSubject × the subjects of GENFILL_API_TOKENS.
  */
 export class SessionStore {
-  readonly #sessions = new Map<string, Identity & { expiresAt: number }>();
-  constructor(readonly ttlMs = SESSION_TTL_MS) {}
+  readonly #sessions = new Map<string, Session>();
+  /** Each subject's session ids, oldest first. */
+  readonly #bySubject = new Map<string, string[]>();
+  readonly ttlMs: number;
+  readonly maxPerSubject: number;
+
+  constructor(o: { ttlMs?: number; maxPerSubject?: number } = {}) {
+    this.ttlMs = o.ttlMs ?? SESSION_TTL_MS;
+    this.maxPerSubject = o.maxPerSubject ?? SESSIONS_PER_SUBJECT;
+  }
+
+  /** Sessions held now (expired ones included until the next login sweeps them). */
+  get size(): number {
+    return this.#sessions.size;
+  }
 
   create(identity: Identity): string {
     const now = Date.now();
-    for (const [id, s] of this.#sessions) if (s.expiresAt <= now) this.#sessions.delete(id);
-    // Only a valid token makes a session, so this bound is never reached by honest use; the
-    // oldest session (first in insertion order) goes first.
-    if (this.#sessions.size >= MAX_SESSIONS) this.#sessions.delete(this.#sessions.keys().next().value!);
+    for (const [id, s] of this.#sessions) if (s.expiresAt <= now) this.destroy(id);
+    const ids = this.#bySubject.get(identity.subject) ?? [];
+    while (ids.length >= this.maxPerSubject) this.#sessions.delete(ids.shift()!);
     const id = randomBytes(32).toString('base64url');
     this.#sessions.set(id, { subject: identity.subject, role: identity.role, expiresAt: now + this.ttlMs });
+    ids.push(id);
+    this.#bySubject.set(identity.subject, ids);
     return id;
   }
 
@@ -95,14 +119,20 @@ export class SessionStore {
     const s = this.#sessions.get(id);
     if (!s) return null;
     if (s.expiresAt <= Date.now()) {
-      this.#sessions.delete(id);
+      this.destroy(id);
       return null;
     }
     return { subject: s.subject, role: s.role };
   }
 
   destroy(id: string): void {
+    const s = this.#sessions.get(id);
+    if (!s) return;
     this.#sessions.delete(id);
+    const ids = this.#bySubject.get(s.subject);
+    const at = ids?.indexOf(id) ?? -1;
+    if (at !== -1) ids!.splice(at, 1);
+    if (ids?.length === 0) this.#bySubject.delete(s.subject);
   }
 }
 

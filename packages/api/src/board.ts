@@ -7,6 +7,16 @@
 // dist/routes.js) are `PUT /api/queues/:queueName/pause|resume` for one queue and
 // `PUT /api/queues/pause|resume` for all; those four are answered here first: the registry
 // flag is set with the caller's subject as principal, then the queue pause mirrors it.
+//
+// Every other write is denied (issue 28: an operator's `rate-limit` with a 24-day duration,
+// `add`, `update-data`, `empty` and `obliterate` succeeded and left no record), except retry,
+// promote and clean, which are kept and recorded with the subject. The kept writes are matched
+// here in bull-board's own route order, so the route recorded is the route bull-board runs;
+// anything else that is not a GET or HEAD is 403 before bull-board sees it. Clean is kept for
+// finished jobs only (completed, failed): cleaning a waiting, delayed or active job drops a
+// partition's work, as `empty` does. Retry, promote and clean have no registry verb to record
+// them under the subject (a person's role writes no registry table): they go to the API's
+// structured log with the subject, release, queue and route.
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
@@ -17,7 +27,7 @@ import { setOperatorPause, type Actor } from '@genfill/planner';
 import { syncQueuePause, withDeadline } from '@genfill/queue';
 import type { Db } from '@genfill/registry';
 import { can, principalOf, requirePermission, requirePrincipal } from './auth.ts';
-import { UnauthenticatedError } from './http-errors.ts';
+import { ForbiddenError, UnauthenticatedError } from './http-errors.ts';
 import type { ReleaseQueues, ShownRelease } from './queues.ts';
 
 export const BOARD_PATH = '/admin/queues';
@@ -51,6 +61,23 @@ export interface BoardDeps {
   queues: ReleaseQueues;
   log: Logger;
 }
+
+/** The board writes kept besides pause and resume, in bull-board's route order (node_modules/@bull-board/api/dist/routes.js). */
+const KEPT_WRITES = [
+  { path: '/api/queues/:queueName/retry/:queueStatus', action: 'retry', scope: 'queue' },
+  { path: '/api/queues/:queueName/promote', action: 'promote', scope: 'queue' },
+  { path: '/api/queues/:queueName/clean/:queueStatus', action: 'clean', scope: 'queue' },
+  { path: '/api/queues/:queueName/:jobId/retry', action: 'retry', scope: 'job' },
+  { path: '/api/queues/:queueName/:jobId/clean', action: 'clean', scope: 'job' },
+  { path: '/api/queues/:queueName/:jobId/promote', action: 'promote', scope: 'job' },
+] as const;
+
+/** Job states whose jobs clean may remove: their work is done (or given up on). */
+const CLEANABLE = new Set(['completed', 'failed']);
+
+/** Set once a write is let through to bull-board; the deny gate lets only these pass. */
+const KEPT = 'boardWriteKept';
+const kept = (res: Response): boolean => res.locals[KEPT] === true;
 
 const actor = (res: Response): Actor => ({ principal: requirePrincipal(res).subject, via: 'bull-board' });
 
@@ -88,6 +115,7 @@ export function boardRoutes(deps: BoardDeps): Router {
   // BullMQ queue, the mirror. A refused flag change (a release no longer open) stops here
   // and the queue is left alone.
   const pauseOne = (paused: boolean): RequestHandler => async (req, res, next) => {
+    res.locals[KEPT] = true;
     const shown = shownRelease(req);
     const who = actor(res);
     const result = await setOperatorPause(db, shown.release, paused, null, who);
@@ -115,6 +143,43 @@ export function boardRoutes(deps: BoardDeps): Router {
     res.status(200).json({});
   };
 
+  // Retry, promote, clean: checked, recorded with the subject, then bull-board does them. The
+  // first of these routes to match is the one bull-board runs; later matches pass.
+  const keptWrite = (write: (typeof KEPT_WRITES)[number]): RequestHandler => async (req, res, next) => {
+    if (kept(res)) return next();
+    const shown = shownRelease(req);
+    const who = requirePrincipal(res);
+    const jobId = write.scope === 'job' ? String(req.params.jobId) : undefined;
+    const status = write.scope === 'queue' ? String(req.params.queueStatus ?? '') || undefined : undefined;
+    if (write.action === 'clean') {
+      const state = jobId !== undefined ? await shown.queue.getJobState(jobId) : status;
+      if (!CLEANABLE.has(String(state))) {
+        throw new ForbiddenError(
+          `Bull Board clean is kept for completed and failed jobs only; ${jobId !== undefined ? `job ${jobId} is ${state}` : `these jobs are ${state}`}: ` +
+            `removing them drops partitions' work — pause the release, or cancel it with \`genfill cancel ${shown.release}\``,
+        );
+      }
+    }
+    res.locals[KEPT] = true;
+    log.info(
+      { subject: who.subject, role: who.role, via: 'bull-board', release: shown.release, queue: shown.queue.name, action: write.action, jobId, status, route: `${req.method} ${write.path}` },
+      `Bull Board ${write.action} by ${who.subject}`,
+    );
+    next();
+  };
+
+  // Everything else that writes is refused, whoever asks: bull-board's read-only mode is per
+  // queue adapter and would let an operator rate-limit, add, edit, empty or obliterate.
+  const denyOtherWrites: RequestHandler = (req, res, next) => {
+    if (req.method === 'GET' || req.method === 'HEAD' || kept(res)) return next();
+    const who = principalOf(res);
+    log.warn({ subject: who?.subject, method: req.method, path: `${BOARD_PATH}${req.path}` }, 'Bull Board write denied');
+    throw new ForbiddenError(
+      `Bull Board ${req.method} ${BOARD_PATH}${req.path} is denied: genfill keeps only pause, resume, retry, promote and clean on the board ` +
+        '(a queue edit there bypasses the registry and leaves no record) — use the genfill verbs (pause, resume, cancel) instead',
+    );
+  };
+
   // Viewers and approvers look; anything but a read needs an operator, whatever bull-board's
   // read-only mode would have said.
   const readsUnlessOperator: RequestHandler = (req, res, next) => {
@@ -129,6 +194,8 @@ export function boardRoutes(deps: BoardDeps): Router {
   router.put(`${BOARD_PATH}/api/queues/resume`, operate, pauseAll(false));
   router.put(`${BOARD_PATH}/api/queues/:queueName/pause`, operate, pauseOne(true));
   router.put(`${BOARD_PATH}/api/queues/:queueName/resume`, operate, pauseOne(false));
+  for (const write of KEPT_WRITES) router.put(`${BOARD_PATH}${write.path}`, operate, keptWrite(write));
+  router.use(BOARD_PATH, denyOtherWrites);
   router.use(BOARD_PATH, readsUnlessOperator, (req, res, next) =>
     (can(requirePrincipal(res), 'operate') ? operatorBoard : readerBoard).router(req, res, next),
   );

@@ -34,6 +34,19 @@ export class ForbiddenError extends Error {
   }
 }
 
+/** A request this API answers before (or instead of) reading its body: 408, 413 or 429. */
+export class RequestRefusedError extends Error {
+  constructor(
+    readonly status: 408 | 413 | 429,
+    message: string,
+    /** Seconds, for 429: sent as Retry-After. */
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(message);
+    this.name = status === 408 ? 'UploadTooSlowError' : status === 413 ? 'BodyTooLargeError' : 'TooManyRequestsError';
+  }
+}
+
 export interface HttpError {
   status: number;
   body: { error: string; message: string; problems?: Problem[]; [field: string]: unknown };
@@ -58,6 +71,7 @@ const STATUS_OF_EXIT: Record<ExitCode, number> = { 0: 200, 1: 500, 2: 400, 3: 40
 export function httpStatusOf(err: unknown): number {
   if (err instanceof UnauthenticatedError) return 401;
   if (err instanceof ForbiddenError) return 403;
+  if (err instanceof RequestRefusedError) return err.status;
   // A read of a dataset the registry does not know: bad input for the CLI, a missing resource here.
   if (err instanceof UnknownDatasetError || err instanceof NotFoundError) return 404;
   // A CAS against a release that does not exist found no row at all.
@@ -86,6 +100,13 @@ function fieldsOf(err: GenfillError): Record<string, unknown> {
 export function toHttp(err: unknown): HttpError {
   const status = httpStatusOf(err);
   if (err instanceof UnauthenticatedError || err instanceof ForbiddenError) return { status, body: { error: err.name, message: err.message } };
+  if (err instanceof RequestRefusedError) {
+    return {
+      status,
+      body: { error: err.name, message: err.message },
+      ...(err.retryAfterSeconds !== undefined ? { headers: { 'Retry-After': String(err.retryAfterSeconds) } } : {}),
+    };
+  }
   if (err instanceof GenfillError) {
     return {
       status,
@@ -99,6 +120,9 @@ export function toHttp(err: unknown): HttpError {
 
 export function sendError(res: Response, err: unknown): HttpError {
   const http = toHttp(err);
+  // Refused before its body was read (401, 403, an early 429): close the connection rather than
+  // let node read the rest of the body to keep it alive.
+  if (res.req && !res.req.complete) res.setHeader('Connection', 'close');
   if (http.status === 401) res.setHeader('WWW-Authenticate', 'Bearer realm="genfill"');
   for (const [name, value] of Object.entries(http.headers ?? {})) res.setHeader(name, value);
   res.status(http.status).json(http.body);
@@ -114,5 +138,6 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
 }
 
 export const notFound: RequestHandler = (req, res) => {
+  if (!req.complete) res.setHeader('Connection', 'close');
   res.status(404).json({ error: 'NotFoundError', message: `no route ${req.method} ${req.path}` });
 };

@@ -1,2 +1,3 @@
+export { SessionStore } from './auth.ts';
 export { httpStatusOf } from './http-errors.ts';
 export { type ApiServer, startApi } from './server.ts';

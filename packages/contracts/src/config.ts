@@ -119,6 +119,32 @@ export const configSchema = z.object({
   GENFILL_DISPATCH_WINDOW: z.coerce.number().int().min(1).max(10_000).default(10_000),
   /** How long a pinned read's lease on its generation lasts past each page, in seconds (default 5 minutes). */
   GENFILL_READER_LEASE_TTL: retention(86_400_000).default(300),
+  // --- The API's own bounds (issue 28): every API connection's timeouts, the ingest endpoint's
+  // pool and body bounds, sessions per subject and the /login rate. ---
+  /** statement_timeout of every API connection (reads, verbs); a bare number is milliseconds. */
+  GENFILL_API_STATEMENT_TIMEOUT: durationSetting({ bareUnit: 'ms', min: 1 }).default(30_000),
+  /** idle_in_transaction_session_timeout of every API connection, ingest included. */
+  GENFILL_API_IDLE_IN_TRANSACTION_TIMEOUT: durationSetting({ bareUnit: 'ms', min: 1 }).default(60_000),
+  /** statement_timeout of the ingest pool's connections (a large file's apply takes longer than a read). */
+  GENFILL_API_INGEST_STATEMENT_TIMEOUT: durationSetting({ bareUnit: 'ms', min: 1 }).default(600_000),
+  /** Connections of the ingest pool, apart from the pool that serves reads and verbs. */
+  GENFILL_API_INGEST_POOL: z.coerce.number().int().min(1).max(64).default(2),
+  /** Uploads whose body is being read at once; one more is answered 429 before its body is read. */
+  GENFILL_API_INGEST_MAX_UPLOADS: z.coerce.number().int().min(1).max(1_000).default(8),
+  /** The largest body POST /datasets/:ds/events reads, in bytes (413 past it). */
+  GENFILL_API_INGEST_MAX_BYTES: z.coerce.number().int().min(1024).default(16 * 1024 * 1024),
+  /** The slowest upload accepted: fewer bytes than this per second over one window is cut (408). */
+  GENFILL_API_INGEST_MIN_BYTES_PER_SECOND: z.coerce.number().int().min(0).default(1024),
+  /** The window the minimum body rate is measured over; a bare number is milliseconds. */
+  GENFILL_API_INGEST_RATE_WINDOW: durationSetting({ bareUnit: 'ms', min: 100 }).default(10_000),
+  /** The longest an upload's body may take to arrive, whatever its rate (408 past it). */
+  GENFILL_API_INGEST_BODY_TIMEOUT: durationSetting({ bareUnit: 'ms', min: 100 }).default(300_000),
+  /** Browser sessions one subject holds at most; a new login evicts that subject's oldest. */
+  GENFILL_API_SESSIONS_PER_SUBJECT: z.coerce.number().int().min(1).max(10_000).default(20),
+  /** POST /login attempts a client address (and successful logins a subject) may make at once… */
+  GENFILL_API_LOGIN_BURST: z.coerce.number().int().min(1).max(10_000).default(10),
+  /** …and then per minute (a token bucket each; 429 with Retry-After past it). */
+  GENFILL_API_LOGIN_PER_MINUTE: z.coerce.number().positive().max(60_000).default(6),
   GENFILL_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

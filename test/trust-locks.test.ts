@@ -13,7 +13,7 @@ import { createLogger } from '@genfill/observability';
 import { projectDataset, runBatch } from '@genfill/projector';
 import { reconcile } from '@genfill/reconcile';
 import { createPool, type Db } from '@genfill/registry';
-import { catchupRound, cutoverRelease, sealRelease } from '@genfill/switch';
+import { catchupRound, cutoverRelease, rollbackRelease, sealRelease } from '@genfill/switch';
 import { builtRelease, candidate, seedAdopted, spawnGenfill, type Spawned } from '../packages/reconcile/test/fixtures.ts';
 import { runCli } from './support/cli.ts';
 import { createTestDatabase, keepOnFailure, urlAs } from './support/db.ts';
@@ -268,5 +268,27 @@ describe('the projector as a plain genfill_service login', () => {
     expect(rows.length).toBeGreaterThan(0);
     expect(new Set(rows.map((r) => r.usename))).toEqual(new Set([SVC]));
     expect(projector.stderr()).not.toMatch(/permission denied/);
+  });
+
+  it('beside it, the same login catches up, reconciles, cuts over and rolls back a release: the seals, the catch-up to B and the switches need nothing more', async () => {
+    const svc = createPool({ DATABASE_URL: urlAs(tdb, SVC) } as never, 'trust-locks-svc', 4, { fleet: true });
+    try {
+      expect((await svc.query(`SELECT current_user AS u, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS su`)).rows[0]).toEqual({ u: SVC, su: false });
+      await catchupRound(svc, 'late@1');
+      const r = await reconcile(svc, 'late@1');
+      expect(r.state).toBe('RECONCILED');
+      await bob.query('SELECT * FROM genfill.approve($1, $2)', ['late@1', r.id]);
+      const cut = await cutoverRelease(svc, 'late@1');
+      expect(cut.ok).toBe(true);
+      expect(await dataset()).toMatchObject({ active: 'g4', ingress: 'OPEN' });
+      expect(await state('late@1')).toBe('ACTIVE');
+      // And rolls it back (the rollback's seal, its replay into g3, the switch back).
+      const back = await rollbackRelease(svc, 'late@1');
+      expect(back).toMatchObject({ ok: true, from: 'g4', to: 'g3' });
+    } finally {
+      await svc.end();
+    }
+    expect(await dataset()).toMatchObject({ active: 'g3', ingress: 'OPEN' });
+    expect(projector!.stderr()).not.toMatch(/permission denied/);
   });
 });

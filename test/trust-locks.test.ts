@@ -292,3 +292,36 @@ describe('the projector as a plain genfill_service login', () => {
     expect(projector!.stderr()).not.toMatch(/permission denied/);
   });
 });
+
+describe('the switch', () => {
+  it('a switch transaction that waits past its lock timeout is refused by name, switches nothing and undoes the seal', async () => {
+    const before = await dataset();
+    expect(before).toMatchObject({ active: 'g3', ingress: 'OPEN' });
+    await builtRelease(db, { id: 'hold@1', generation: 'g5', expectedActive: 'g3', from: FROM, to: '2025-07-02T00:00:00Z' });
+    await drain();
+    await catchupRound(db, 'hold@1');
+    const r = await reconcile(db, 'hold@1');
+    expect(r.state).toBe('RECONCILED');
+    await bob.query('SELECT * FROM genfill.approve($1, $2)', ['hold@1', r.id]);
+    // A fleet session holds the candidate's generation row, which only the switch writes.
+    const holder = await connectAs(SVC);
+    const short = createPool({ DATABASE_URL: tdb.url, GENFILL_LOCK_TIMEOUT: 500 } as never, 'trust-locks-switch', 4);
+    try {
+      const err = await cutoverRelease(short, 'hold@1', {
+        onStep: async (step) => {
+          if (step !== 'verified') return;
+          await holder.query('BEGIN');
+          await holder.query(`SELECT 1 FROM genfill.generations WHERE dataset = $1 AND generation = 'g5' FOR UPDATE`, [DS]);
+        },
+      }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: 'SwitchRefusedError', check: 'switch', exitCode: 3 });
+      expect((err as Error).message).toMatch(/^cutover refused: the switch transaction waited past its lock timeout \(canceling statement due to lock timeout\): nothing switched; .* run cutover again; /);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      await short.end();
+    }
+    expect(await dataset()).toEqual({ active: 'g3', ingress: 'OPEN', epoch: before.epoch + 1 });
+    expect(await state('hold@1')).toBe('APPROVED');
+    expect((await one<{ state: string }>(`SELECT state FROM genfill.generations WHERE dataset = $1 AND generation = 'g5'`, [DS])).state).not.toBe('ACTIVE');
+  });
+});

@@ -91,9 +91,13 @@ const EXECUTE_ALLOW_LIST: Record<string, string[]> = {
   'genfill.log_horizon_blockers(timestamp with time zone)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'],
   'genfill.log_horizon_parts()': ['PUBLIC'],
   'genfill.log_horizon_transactions(pg_snapshot)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'],
+  // 0027: the name of a lock's table (a pure function of its kind and key).
+  'genfill.lock_relation_name(text,text)': ['PUBLIC'],
   'genfill.mark_dependency_stale(text,text[])': ['genfill_service'],
   'genfill.partitions_at(text,timestamp with time zone[])': ['PUBLIC'],
   'genfill.projector_acquire(text,text,integer)': ['genfill_service'],
+  // 0027: the batch's FOR SHARE read of its lease, owner-side (finding 3).
+  'genfill.projector_lease_held(text,text,bigint)': ['genfill_service'],
   'genfill.projector_release(text,text,bigint)': ['genfill_service'],
   'genfill.projector_renew(text,text,bigint,integer)': ['genfill_service'],
   'genfill.quarantine_key(text,jsonb,text)': ['genfill_operator', 'genfill_service'],
@@ -114,11 +118,12 @@ const EXECUTE_ALLOW_LIST: Record<string, string[]> = {
   'genfill.rollback_window(jsonb)': ['PUBLIC'],
   'genfill.row_hash(text[])': ['PUBLIC'],
   'genfill.seal_epoch(text,integer)': ['genfill_service'],
-  'genfill.seal_key(text)': ['PUBLIC'],
   'genfill.set_operator_pause(text,boolean,text,jsonb)': ['genfill_operator', 'genfill_service'],
   'genfill.snapshot_contains(pg_snapshot,pg_snapshot)': ['PUBLIC'],
   'genfill.snapshot_least(pg_snapshot,pg_snapshot)': ['PUBLIC'],
   'genfill.submit_release(jsonb,text,text)': ['genfill_operator', 'genfill_service'],
+  // 0027: genfill's locks (LOCK TABLE on genfill_lock's tables); the owner-side verbs call it as the owner.
+  'genfill.take_lock(text,text,text,integer)': ['genfill_service'],
   'genfill.target_view_sql(text)': ['PUBLIC'],
   'genfill.unseal_epoch(text,text)': ['genfill_service'],
 };

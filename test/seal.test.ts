@@ -30,9 +30,14 @@ async function lease(holder: string) {
   return { holder, token: BigInt(rows[0].t) };
 }
 
-/** A seal attempt is waiting for the seal lock (an ungranted advisory lock). */
+/** A seal attempt is waiting for the seal lock (its table in genfill_lock, not granted in EXCLUSIVE mode). */
 async function sealWaiting(): Promise<boolean> {
-  const { rows } = await db.query(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND mode = 'ExclusiveLock'`);
+  const { rows } = await db.query(
+    `SELECT count(*)::int AS n FROM pg_locks
+      WHERE locktype = 'relation' AND relation = to_regclass(format('genfill_lock.%I', genfill.lock_relation_name('seal', $1)))
+        AND NOT granted AND mode = 'ExclusiveLock'`,
+    [DS],
+  );
   return rows[0].n > 0;
 }
 
@@ -201,7 +206,7 @@ describe('a batch racing the seal', () => {
       try {
         while (!stop) {
           await c.query('BEGIN');
-          await c.query(`SELECT pg_advisory_xact_lock_shared(genfill.seal_key($1))`, [DS]);
+          await c.query(`SELECT genfill.take_lock('seal', $1, 'shared')`, [DS]);
           await c.query('SELECT pg_sleep(0.03)');
           await c.query('COMMIT');
         }
@@ -226,9 +231,9 @@ describe('a batch racing the seal', () => {
     await holder.connect();
     try {
       await holder.query('BEGIN');
-      await holder.query(`SELECT pg_advisory_xact_lock_shared(genfill.seal_key($1))`, [DS]);
+      await holder.query(`SELECT genfill.take_lock('seal', $1, 'shared')`, [DS]);
       const pid = (await holder.query('SELECT pg_backend_pid() AS p')).rows[0].p;
-      await expect(sealRelease(db, 'fix@1', { lockTimeoutMs: 100, lockAttempts: 2 })).rejects.toThrow(new RegExp(`held by pid ${pid} \\(ShareLock, stuck-session`));
+      await expect(sealRelease(db, 'fix@1', { lockTimeoutMs: 100, lockAttempts: 2 })).rejects.toThrow(new RegExp(`held by pid ${pid} \\(RowShareLock, stuck-session`));
       expect(await dataset()).toMatchObject({ ingress_state: 'OPEN' });
     } finally {
       await holder.query('ROLLBACK');

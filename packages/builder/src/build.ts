@@ -10,6 +10,7 @@
 import { isCarryMax, isCarryMin, PartitionFailedError, pgErrorCode, SQLSTATE, StaleLeaseError, TransformRefusedError } from '@genfill/contracts';
 import { commitPartition, dataColumns, dependencyPins, getRelease, relationColumns, withTransaction, type Conn, type Db, type PartitionCommit, type ReleaseRow } from '@genfill/registry';
 import { loadAdmittedTransform, queryUserSql } from '@genfill/transform';
+import { takeLock } from '@genfill/registry';
 import { carryDeleteStatement, carryStatement } from './carry.ts';
 import type { ClaimedPartition } from './claim.ts';
 import { boundValues, buildStatement, deleteRangeStatement, type BuildStatementInput, type DependencyColumns } from './statement.ts';
@@ -265,8 +266,8 @@ async function buildStep(db: Db, conn: Conn, q: BuildRequest, mode: 'fast' | 'sa
     const statement = carryInput ? carryStatement(carryInput) : buildStatement(input, deps, mode);
     // A repair replaces exactly this partition's rows; the superseded receipt stays.
     // Repairs and catch-up rounds of a release serialize (SPEC invariant 8): a round that read
-    // CF must not miss a receipt committed under it (@genfill/projector lockCatchup).
-    if (repair) await conn.query(`SELECT pg_advisory_xact_lock(hashtextextended('genfill:catchup:' || $1, 0))`, [q.release]);
+    // CF must not miss a receipt committed under it (the switch's lockCatchup: the same lock).
+    if (repair) await takeLock(conn, 'catchup', q.release, 'exclusive');
     const superseded = repair ? await currentReceipt(conn, q.release, q.partition) : null;
     if (repair) timings.deleted = (await conn.query(carryInput ? carryDeleteStatement(carryInput) : deleteRangeStatement(input))).rowCount ?? 0;
     lap('prepare', t);

@@ -348,3 +348,31 @@ export class TransformRefusedError extends RefusedError {
     );
   }
 }
+
+/** A process that held (or holds) one of genfill's locks, as pg_locks listed it. */
+export interface LockHolder {
+  pid: number;
+  mode: string;
+  application: string | null;
+}
+
+/**
+ * One of genfill's own locks (genfill.take_lock: a table in schema genfill_lock, SQLSTATE GFK01)
+ * was not granted within its timeout. `lock` is its kind (`seal`, `ingress`, `plan`,
+ * `dispatch`, `catchup`, `adopt`, `dataset`), `key` the dataset, release or source it guards,
+ * `holders` who held it then. Only genfill's processes can hold these, so the holder is busy or
+ * stuck: the message says which work holds the kind and how to end a stuck session. Nothing was
+ * changed by the step that waited; running it again can help. Exit 3.
+ */
+export class LockWaitTimeoutError extends LockNotAvailableError {
+  constructor(
+    message: string,
+    readonly lock: string,
+    readonly key: string,
+    readonly timeoutMs: number | null,
+    readonly holders: LockHolder[],
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}

@@ -21,6 +21,8 @@ export {
   IngressConflictError,
   InvalidInputError,
   LockNotAvailableError,
+  type LockHolder,
+  LockWaitTimeoutError,
   NotFoundError,
   PartitionFailedError,
   PermissionDeniedError,

@@ -17,6 +17,8 @@ import {
   InvalidInputError,
   GenerationGoneError,
   LockNotAvailableError,
+  type LockHolder,
+  LockWaitTimeoutError,
   NotFoundError,
   PermissionDeniedError,
   PersonAlreadyApprovedError,
@@ -107,6 +109,8 @@ export const SQLSTATE = {
   personAlreadyApproved: 'GFM02',
   /** The submitter's person cannot approve, under any principal. */
   submitterApproval: 'GFM03',
+  /** One of genfill's locks (genfill.take_lock) not granted in time (DETAIL: `{lock, key, mode, timeoutMs, holders}`, JSON). */
+  lockWaitTimeout: 'GFK01',
 
   invalidParameterValue: '22023',
   uniqueViolation: '23505',
@@ -257,6 +261,13 @@ export const PG_ERRORS = {
         c.release ?? null,
         { message: m },
       ),
+  }),
+  [SQLSTATE.lockWaitTimeout]: mapping({
+    class: LockWaitTimeoutError,
+    make: (e, _c, m) => {
+      const d = json<{ lock?: string; key?: string; timeoutMs?: number; holders?: LockHolder[] }>(e.detail, {});
+      return new LockWaitTimeoutError(m, d.lock ?? '?', d.key ?? '?', d.timeoutMs ?? null, Array.isArray(d.holders) ? d.holders : []);
+    },
   }),
 } as const;
 

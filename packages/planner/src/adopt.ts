@@ -30,6 +30,7 @@ import {
   type Conn,
   type Db,
 } from '@genfill/registry';
+import { holdLock } from '@genfill/registry';
 import { installCapture } from '@genfill/capture';
 import { checkTransformStatic, probeTransform } from '@genfill/transform';
 import { checkSourceTable, tableColumns } from './admission.ts';
@@ -301,10 +302,16 @@ export async function adoptDataset(db: Db, input: AdoptOptions): Promise<AdoptRe
     );
   }
 
-  // One adopt per dataset at a time, across all its steps.
-  const lock = await db.connect();
+  // One adopt per dataset at a time, across all its steps: the dataset's adopt lock (a LOCK
+  // TABLE on a genfill-only relation, which no login outside genfill can hold), held by a
+  // transaction of its own while the steps run on other connections (holdLock: LOCK TABLE has
+  // no session scope). `lock` is only the connection the steps' reads use.
+  const held = (await holdLock(db, 'adopt', o.dataset, 'exclusive'))!;
+  const lock = await db.connect().catch(async (err: unknown) => {
+    await held.release();
+    throw err;
+  });
   try {
-    await lock.query(`SELECT pg_advisory_lock(hashtextextended('genfill:adopt:' || $1, 0))`, [o.dataset]);
     let captured: string[] = [];
     const dataset = await findDataset(lock, o.dataset);
     if (dataset && (dataset.target_table !== o.table || dataset.source_table !== o.source)) {
@@ -335,7 +342,7 @@ export async function adoptDataset(db: Db, input: AdoptOptions): Promise<AdoptRe
     const { rows, frontier } = await attach(db, o, transformDigest);
     return { status: 'adopted', dataset: o.dataset, generation: o.generation, rows, frontier, captured };
   } finally {
-    await lock.query(`SELECT pg_advisory_unlock(hashtextextended('genfill:adopt:' || $1, 0))`, [o.dataset]).catch(() => undefined);
     lock.release();
+    await held.release();
   }
 }

@@ -10,7 +10,7 @@ import {
   syncQueuePause,
   type Dispatcher,
 } from '@genfill/queue';
-import { casTransition, findDataset, getRelease, RELEASE_ACTIONS, storedGrid, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
+import { casTransition, findDataset, getRelease, RELEASE_ACTIONS, storedGrid, takeLock, withTransaction, type Conn, type Db, type ReleaseRow } from '@genfill/registry';
 import { tableColumns } from './admission.ts';
 import { enqueueUnfinished, type EnqueueResult } from './enqueue.ts';
 import { planRelease, type PlanResult } from './plan.ts';
@@ -97,7 +97,7 @@ export async function startBuilding(db: Db, id: string): Promise<BuildStart> {
     return { release: id, state: found.state, started: false, estimatedRows: await estimatedTotal(db, id) };
   }
   return withTransaction(db, async (c) => {
-    await c.query(`SELECT pg_advisory_xact_lock(hashtextextended('genfill:plan:' || $1, 0))`, [id]);
+    await takeLock(c, 'plan', id, 'exclusive');
     const release = await getRelease(c, id, { lock: 'FOR UPDATE' });
     if (release.state !== 'SNAPSHOT_PINNED') {
       return { release: id, state: release.state, started: false, estimatedRows: await estimatedTotal(c, id) };

@@ -8,7 +8,7 @@
 // run cannot re-derive.
 import type { ReleaseState } from '@genfill/contracts';
 import { buildJob, isRedisClient, MAX_UNIT_PARTITIONS, unitJobId, type BuildQueue, type Redis } from '@genfill/queue';
-import { logAction, RELEASE_ACTIONS, withTransaction, type Conn, type Db } from '@genfill/registry';
+import { holdLock, logAction, RELEASE_ACTIONS, withTransaction, type Conn, type Db } from '@genfill/registry';
 
 type PartitionStatus = 'PENDING' | 'RUNNING' | 'BUILT' | 'FAILED';
 
@@ -178,27 +178,21 @@ async function bumpEpochs(
 }
 
 /**
- * Dispatch of one release runs one at a time (a session advisory lock on its own connection,
- * held across the Redis calls): the live count is read and the deficit added under it, so the
- * planner, `genfill plan` and every worker topping up never add more than the window together.
- * `wait: false` gives up at once (a worker's top-up: someone else is dispatching).
+ * Dispatch of one release runs one at a time (the release's dispatch lock, held across the
+ * Redis calls): the live count is read and the deficit added under it, so the planner,
+ * `genfill plan` and every worker topping up never add more than the window together.
+ * `wait: false` gives up at once (a worker's top-up: someone else is dispatching). The lock is
+ * a LOCK TABLE on a genfill-only relation, which no login outside genfill can hold (it was a
+ * session advisory lock, which any login could); LOCK TABLE has no session scope, so a
+ * transaction of its own holds it while the dispatch runs on other connections (holdLock).
  */
 async function withDispatchLock<T>(db: Db, release: string, wait: boolean, fn: () => Promise<T>): Promise<T | null> {
-  const conn = await db.connect();
-  const key = `genfill:dispatch:${release}`;
-  let locked = false;
+  const held = await holdLock(db, 'dispatch', release, wait ? 'exclusive' : 'try-exclusive');
+  if (!held) return null;
   try {
-    if (wait) {
-      await conn.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [key]);
-      locked = true;
-    } else {
-      locked = (await conn.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [key])).rows[0]!.ok;
-      if (!locked) return null;
-    }
     return await fn();
   } finally {
-    if (locked) await conn.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]).catch(() => undefined);
-    conn.release();
+    await held.release();
   }
 }
 

@@ -45,6 +45,7 @@ import {
   type ReleaseRow,
   type TransformRange,
 } from '@genfill/registry';
+import { takeLock } from '@genfill/registry';
 
 export interface PlanResult {
   release: string;
@@ -151,7 +152,7 @@ async function createLayout(conn: Conn, release: ReleaseRow): Promise<void> {
 
 export async function planRelease(db: Db, id: string, opts: { carryRows?: number } = {}): Promise<PlanResult> {
   return withTransaction(db, async (conn) => {
-    await conn.query(`SELECT pg_advisory_xact_lock(hashtextextended('genfill:plan:' || $1, 0))`, [id]);
+    await takeLock(conn, 'plan', id, 'exclusive');
     const release = await getRelease(conn, id, { lock: 'FOR UPDATE' });
     if (release.state === 'CANCELLED') throw new RefusedError(`release ${id} is CANCELLED: submit a new release`);
     if (release.state !== 'DRAFT') return summary(conn, release, 'already-planned');

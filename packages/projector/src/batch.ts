@@ -1,10 +1,23 @@
 // One projector batch (SPEC invariants 6 and 7): a REPEATABLE READ transaction that takes S,
 // applies the latest event per key visible in S and not in the frontier F, and ends with a
-// short fenced tail — the shared seal lock, the dataset row FOR SHARE (epoch, OPEN, active
-// generation), the lease row FOR SHARE (token) and the in-place update of the frontier from F
-// to S, compared as text (pg_snapshot has no `=`). A serialization failure in the tail means
-// "fenced": the seal, a cutover or a takeover changed a row under the batch's snapshot, and
-// the batch writes nothing.
+// short fenced tail — the seal lock in its shared mode, the dataset row FOR SHARE (epoch, OPEN,
+// active generation), the lease row FOR SHARE (token) and the in-place update of the frontier
+// from F to S, compared as text (pg_snapshot has no `=`). A serialization failure in the tail
+// means "fenced": the seal, a cutover or a takeover changed a row under the batch's snapshot,
+// and the batch writes nothing.
+//
+// The seal lock is a LOCK TABLE … IN ROW SHARE MODE on the dataset's table in schema
+// genfill_lock (genfill.take_lock; the seal takes it IN EXCLUSIVE MODE), not an advisory lock:
+// any login could take the advisory key and stall every batch. Its wait is bounded by the
+// session's lock_timeout (GENFILL_LOCK_TIMEOUT, the fleet's 10 s by default) and ends the batch
+// as fenced, writing nothing, with the named reason (LockWaitTimeoutError's message).
+//
+// The lease row is read FOR SHARE by genfill.projector_lease_held, owner-side and in this
+// transaction (so with this snapshot): FOR SHARE needs UPDATE on genfill.projector_leases,
+// which the fleet does not hold — run as a plain genfill_service login, the batch's own
+// `SELECT … FOR SHARE` was refused and the projector applied nothing (issue 28, finding 3).
+// The guarantee is the same: a takeover committed after S fails the read with 40001, one in
+// flight waits for this batch's commit.
 //
 // Capped batches: when (F, S] holds more than `maxEvents` events, the batch consumes up to a
 // prefix snapshot S' = (xmin, X, xip(S) below X) instead — every transaction below X that S
@@ -14,8 +27,8 @@
 // applied after a newer one is a no-op whatever order batches take them in.
 import type pg from 'pg';
 import { formatSnapshot, newEventsStatement, parseSnapshot } from '@genfill/capture';
-import { isPgError, type PgError, pgErrorCode, SQLSTATE } from '@genfill/contracts';
-import type { Db } from '@genfill/registry';
+import { isPgError, LockWaitTimeoutError, type PgError, pgErrorCode, SQLSTATE } from '@genfill/contracts';
+import { takeLock, type Db } from '@genfill/registry';
 import { loadDataset, type ProjectedDataset } from './dataset.ts';
 import { applyStatement, applyStep, dependencyChangedStatement, EVENTS_TABLE, type Applied, type ApplyCounts, type ApplyRow } from './statement.ts';
 
@@ -192,18 +205,19 @@ export async function runBatch(db: Db, dataset: string, o: BatchOptions): Promis
 
     // The fenced tail.
     await o.beforeTail?.();
-    await conn.query('SELECT pg_advisory_xact_lock_shared(genfill.seal_key($1))', [dataset]);
+    await takeLock(conn, 'seal', dataset, 'shared');
     await o.afterSharedLock?.();
     const { rowCount: open } = await conn.query(
       `SELECT 1 FROM genfill.datasets WHERE name = $1 AND ingress_epoch = $2 AND ingress_state = 'OPEN' AND active_generation = $3 FOR SHARE`,
       [dataset, ds.epoch, ds.generation],
     );
     if (open !== 1) return { kind: 'fenced', dataset, reason: 'the epoch is no longer open for this generation' };
-    const { rowCount: held } = await conn.query(
-      `SELECT 1 FROM genfill.projector_leases WHERE dataset = $1 AND holder = $2 AND token = $3 FOR SHARE`,
-      [dataset, o.lease.holder, o.lease.token.toString()],
-    );
-    if (held !== 1) return { kind: 'fenced', dataset, reason: 'the lease is no longer ours' };
+    const { rows: lease } = await conn.query<{ held: boolean }>('SELECT genfill.projector_lease_held($1, $2, $3) AS held', [
+      dataset,
+      o.lease.holder,
+      o.lease.token.toString(),
+    ]);
+    if (!lease[0]!.held) return { kind: 'fenced', dataset, reason: 'the lease is no longer ours' };
     const { rowCount: moved } = await conn.query(
       `UPDATE genfill.frontiers SET snapshot = $4::pg_snapshot, updated_at = clock_timestamp()
         WHERE dataset = $1 AND generation = $2 AND snapshot::text = $3`,
@@ -225,6 +239,7 @@ export async function runBatch(db: Db, dataset: string, o: BatchOptions): Promis
       ms: performance.now() - started,
     };
   } catch (err) {
+    if (err instanceof LockWaitTimeoutError) return { kind: 'fenced', dataset, reason: err.message };
     const code = pgErrorCode(err);
     if (code === SQLSTATE.serializationFailure || code === SQLSTATE.deadlockDetected || code === SQLSTATE.lockNotAvailable) {
       const message = (err as Error).message;

@@ -23,6 +23,7 @@ export {
   SYSTEM_COLUMNS,
   targetViewSql,
 } from './layout.ts';
+export { type HeldLock, holdLock, type LockKind, type LockMode, takeLock } from './locks.ts';
 export { DATASET_ACTIONS, type DatasetAction, logAction, logDatasetAction, RELEASE_ACTIONS, type ReleaseAction } from './log.ts';
 export {
   dependencyPins,

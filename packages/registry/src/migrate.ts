@@ -17,7 +17,11 @@ import { withTransaction, type Conn, type Db } from './db.ts';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../migrations/', import.meta.url));
 const FUNCTIONS_DIR = fileURLToPath(new URL('../sql/functions/', import.meta.url));
-// Any fixed 64-bit key works; this one is 'genfill' in ASCII.
+// Any fixed 64-bit key works; this one is 'genfill' in ASCII. The one advisory lock genfill
+// still takes (every other lock it waits on is a LOCK TABLE in schema genfill_lock, which no
+// other login can take: sql/functions/take_lock.sql): only an owner or a superuser migrates,
+// the lock must exist before the schema does, and a login holding this key delays nothing but
+// a migration — the fleet never waits on it.
 const MIGRATE_LOCK = '29103447440190572';
 
 export interface Migration {

@@ -212,13 +212,13 @@ describe('the schema check of every other command', () => {
   });
 
   it('refuses a file migrate never applied and one this genfill does not have, until migrate records the files again', async () => {
-    await db.pool.query(`DELETE FROM genfill.function_files WHERE name = 'seal_key.sql'`);
+    await db.pool.query(`DELETE FROM genfill.function_files WHERE name = 'take_lock.sql'`);
     await db.pool.query(`INSERT INTO genfill.function_files (name, sha256) VALUES ('dropped_long_ago.sql', repeat('a', 64))`);
     const refusal = await assertSchemaCurrent(db.pool).catch((err: unknown) => err);
     expect(refusal).toBeInstanceOf(SchemaVersionError);
-    expect((refusal as Error).message).toMatch(/never applied: seal_key\.sql; unknown to this genfill: dropped_long_ago\.sql\): run `genfill migrate`/);
+    expect((refusal as Error).message).toMatch(/never applied: take_lock\.sql; unknown to this genfill: dropped_long_ago\.sql\): run `genfill migrate`/);
 
-    expect((await migrate(db.pool)).functions).toEqual(['seal_key.sql']);
+    expect((await migrate(db.pool)).functions).toEqual(['take_lock.sql']);
     await assertSchemaCurrent(db.pool);
     const { rows } = await db.pool.query(`SELECT 1 FROM genfill.function_files WHERE name = 'dropped_long_ago.sql'`);
     expect(rows).toEqual([]);

@@ -15,10 +15,12 @@
 // statement, statement.ts) to the candidate generation through the candidate's transform map,
 // by each row's current time: a row whose time moved between partitions, or across the range's
 // edge, ends once, in its new place and form; a delete of a key the candidate lacks is
-// remembered. Rounds and repairs of a release serialize on a per-release advisory lock.
+// remembered. Rounds and repairs of a release serialize on the release's catch-up lock (a LOCK
+// TABLE on a genfill-only relation, genfill.take_lock: no login outside genfill can hold it;
+// its wait ends with LockWaitTimeoutError after the session's lock_timeout).
 import { containmentMinimum, formatSnapshot, parseSnapshot } from '@genfill/capture';
 import { pgErrorCode, quoteIdent, RefusedError, SQLSTATE } from '@genfill/contracts';
-import { casTransition, qualifiedGenerationTable, RELEASE_ACTIONS, rootAgg, rowHashExpr, withTransaction, type Conn, type Db } from '@genfill/registry';
+import { casTransition, qualifiedGenerationTable, RELEASE_ACTIONS, rootAgg, rowHashExpr, takeLock, withTransaction, type Conn, type Db } from '@genfill/registry';
 import { applyStep, type Applied, EVENTS_TABLE, loadDataset } from '@genfill/projector';
 
 /**
@@ -89,7 +91,7 @@ export interface CatchupRound {
 
 /** The per-release lock rounds and repairs take (a repair must not run between a round's read and its write). */
 export async function lockCatchup(conn: Conn, release: string): Promise<void> {
-  await conn.query(`SELECT pg_advisory_xact_lock(hashtextextended('genfill:catchup:' || $1, 0))`, [release]);
+  await takeLock(conn, 'catchup', release, 'exclusive');
 }
 
 /** CF: the stored one lowered by newer receipts, or the minimum of every receipt's watermark. */

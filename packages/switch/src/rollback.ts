@@ -90,7 +90,9 @@ async function seal(db: Db, release: string): Promise<{ epoch: number; barrier: 
         return { epoch: Number(rows[0]!.epoch), barrier: rows[0]!.barrier };
       });
     } catch (err) {
-      if (pgErrorCode(err) === SQLSTATE.lockNotAvailable && attempt < 5) {
+      // The seal lock not granted within its second (GFK01, genfill.take_lock): try again.
+      const code = pgErrorCode(err);
+      if ((code === SQLSTATE.lockWaitTimeout || code === SQLSTATE.lockNotAvailable) && attempt < 5) {
         await sleep(backoff);
         backoff *= 2;
         continue;

@@ -1,11 +1,17 @@
 // `genfill seal <release>` and `genfill unseal <release>` (SPEC invariant 7), executed by the
 // projector service as requests (README "Roles"): genfill.seal_epoch does the seal in one READ
-// COMMITTED transaction — the exclusive seal lock with a short lock_timeout, the CAS OPEN →
+// COMMITTED transaction — the exclusive seal lock with a short timeout, the CAS OPEN →
 // SEALED, then B read in a later statement. Here: the retries with backoff when the lock is
 // not granted in time (naming the holder when they run out), and the bounded wait for the
 // projector to pass every build watermark before B can contain them.
+//
+// The seal lock is LOCK TABLE … IN EXCLUSIVE MODE on the dataset's table in schema genfill_lock
+// (genfill.take_lock), which only genfill's processes can take: a login outside genfill can no
+// longer hold the seal off (issue 28). Each attempt's wait ends after lockTimeoutMs with
+// LockWaitTimeoutError; after lockAttempts the seal refuses with the holders it last saw, and
+// the epoch stays OPEN.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { errorFromPg, LockNotAvailableError, ProjectorBehindError } from '@genfill/contracts';
+import { errorFromPg, LockNotAvailableError, LockWaitTimeoutError, ProjectorBehindError } from '@genfill/contracts';
 import { withTransaction, type Db } from '@genfill/registry';
 
 export interface SealOptions {
@@ -29,19 +35,6 @@ export interface SealResult {
   attempts: number;
   /** Time spent waiting for the projector to pass the watermarks. */
   waitedForProjectorMs: number;
-}
-
-/** Who holds (or waits for) the seal lock of a dataset: pids and what they run. */
-async function sealLockHolders(db: Db, dataset: string): Promise<string> {
-  const { rows } = await db.query<{ pid: number; mode: string; granted: boolean; app: string | null; state: string | null; query: string | null }>(
-    `SELECT l.pid, l.mode, l.granted, a.application_name AS app, a.state, left(a.query, 80) AS query
-       FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-      WHERE l.locktype = 'advisory' AND l.granted
-        AND ((l.classid::bigint << 32) | l.objid::bigint) = genfill.seal_key($1) AND l.objsubid = 1`,
-    [dataset],
-  );
-  if (rows.length === 0) return 'no holder any more';
-  return rows.map((r) => `pid ${r.pid} (${r.mode}, ${r.app ?? '?'}, ${r.state ?? '?'}: ${r.query ?? ''})`).join('; ');
 }
 
 export async function sealRelease(db: Db, release: string, o: SealOptions = {}): Promise<SealResult> {
@@ -76,11 +69,16 @@ export async function sealRelease(db: Db, release: string, o: SealOptions = {}):
       const e = errorFromPg(err, { release });
       if (e instanceof LockNotAvailableError) {
         if (attempts >= lockAttempts) {
-          const { rows } = await db.query<{ dataset: string }>('SELECT dataset FROM genfill.releases WHERE id = $1', [release]);
-          const holders = rows[0] ? await sealLockHolders(db, rows[0].dataset) : '?';
-          throw new LockNotAvailableError(
-            `the seal lock of ${rows[0]?.dataset ?? '?'} was not granted within ${lockTimeoutMs} ms in ${attempts} attempts: held by ${holders}. ` +
-              'Nothing was sealed; run seal again (a projector batch holds it only for its short tail — a long holder is a stuck session)',
+          const w = e instanceof LockWaitTimeoutError ? e : null;
+          const holders = w ? w.holders.map((h) => `pid ${h.pid} (${h.mode}, ${h.application || '?'})`).join('; ') || 'no holder any more' : '?';
+          throw new LockWaitTimeoutError(
+            `the seal lock of ${w?.key ?? '?'} was not granted within ${lockTimeoutMs} ms in ${attempts} attempts: held by ${holders}. ` +
+              'Nothing was sealed; run seal again (a projector batch holds it only for its short tail — a long holder is a stuck session: ' +
+              'pg_terminate_backend(<pid>) ends it)',
+            'seal',
+            w?.key ?? '?',
+            lockTimeoutMs,
+            w?.holders ?? [],
             { cause: err },
           );
         }

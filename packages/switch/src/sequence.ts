@@ -285,7 +285,17 @@ export async function runSwitch<S extends string, Row>(
         );
         break;
       } catch (err) {
-        if (pgErrorCode(err) === SQLSTATE.serializationFailure && attempt < 3) continue;
+        const code = pgErrorCode(err);
+        if (code === SQLSTATE.serializationFailure && attempt < 3) continue;
+        // A wait inside the switch past the session's lock_timeout or the freeze left
+        // (statement_timeout): nothing switched; a named refusal, and the seal is undone.
+        if (code === SQLSTATE.lockNotAvailable || code === SQLSTATE.queryCanceled) {
+          throw new SwitchRefused(
+            `the switch transaction waited past ${code === SQLSTATE.queryCanceled ? `the freeze's remaining ${Math.round(remaining)} ms` : 'its lock timeout'} ` +
+              `(${(err as Error).message}): nothing switched; a session holding a row of genfill.datasets, genfill.releases or genfill.cutovers ` +
+              `(see pg_stat_activity) delayed it — run ${kind} again`,
+          );
+        }
         throw err;
       }
     }

@@ -186,7 +186,7 @@ BEGIN
   END IF;
 
   -- Ingest and compaction of one mirror exclude each other (compaction takes it exclusively).
-  PERFORM pg_advisory_xact_lock_shared(hashtextextended('genfill:ingress:' || m.source_table, 0));
+  PERFORM genfill.take_lock('ingress', m.source_table, 'shared');
 
   -- 3. (the values the columns refuse, line by line: only for a file that has some)
   IF NOT typed THEN

@@ -27,7 +27,7 @@ DECLARE
 BEGIN
   SELECT * INTO m FROM genfill.ingress_mirror_of(p_dataset);
   v_retention := genfill.setting('ingress.tombstone_retention')::interval;
-  IF NOT pg_try_advisory_xact_lock(hashtextextended('genfill:ingress:' || m.source_table, 0)) THEN
+  IF NOT genfill.take_lock('ingress', m.source_table, 'try-exclusive') THEN
     RETURN NULL;
   END IF;
   v_cutoff := now() - v_retention;

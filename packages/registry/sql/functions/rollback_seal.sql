@@ -1,5 +1,5 @@
 -- The rollback's seal: READ COMMITTED, like genfill.seal_epoch — the exclusive seal lock with a
--- short lock_timeout (55P03 past it: the caller retries), the CAS OPEN → SEALED, then B′ read in
+-- short timeout (GFK01 past it, genfill.take_lock: the caller retries), the CAS OPEN → SEALED, then B′ read in
 -- a later statement (the committed frontier of the active generation).
 CREATE OR REPLACE FUNCTION genfill.rollback_seal(p_release text, p_lock_timeout_ms integer)
 RETURNS TABLE (dataset text, epoch bigint, generation text, barrier text)
@@ -25,9 +25,7 @@ BEGIN
   IF ds.ingress_state <> 'OPEN' THEN
     RAISE EXCEPTION 'dataset % is already sealed (epoch %)', rel.dataset, ds.ingress_epoch USING ERRCODE = 'GFR01';
   END IF;
-  PERFORM set_config('lock_timeout', p_lock_timeout_ms::text || 'ms', true);
-  PERFORM pg_advisory_xact_lock(genfill.seal_key(rel.dataset));
-  PERFORM set_config('lock_timeout', '0', true);
+  PERFORM genfill.take_lock('seal', rel.dataset, 'exclusive', p_lock_timeout_ms);
   UPDATE genfill.datasets d SET ingress_state = 'SEALED'
    WHERE d.name = rel.dataset AND d.ingress_state = 'OPEN' AND d.ingress_epoch = ds.ingress_epoch AND d.active_generation = rel.generation;
   IF NOT FOUND THEN

@@ -1,8 +1,8 @@
 -- The seal (invariant 7), executed by the projector service for `genfill seal <release>`.
 -- Must run in READ COMMITTED: each statement below takes a new snapshot, so B is read after
 -- the lock and the CAS, never from an earlier snapshot (a REPEATABLE READ seal read a barrier
--- one batch stale). Raises 55P03 (lock_not_available) past p_lock_timeout_ms — the caller
--- retries with backoff and names the holder —, GFL01 when B does not contain every watermark
+-- one batch stale). Raises GFK01 (genfill.take_lock: the seal lock not granted within
+-- p_lock_timeout_ms, naming its holders) — the caller retries with backoff —, GFL01 when B does not contain every watermark
 -- of the release (DETAIL: the partitions, as JSON; the caller waits for the projector), GFR01
 -- for a precondition.
 CREATE OR REPLACE FUNCTION genfill.seal_epoch(p_release text, p_lock_timeout_ms integer)
@@ -48,11 +48,11 @@ BEGIN
       rel.dataset, ds.ingress_epoch, coalesce(v_other, '?'), coalesce(v_other, '<release>') USING ERRCODE = 'GFR01';
   END IF;
 
-  PERFORM set_config('lock_timeout', p_lock_timeout_ms::text || 'ms', true);
+  -- The seal lock, exclusive: it waits for the batches in their tail, and later batches queue
+  -- behind it (take_lock.sql).
   v_started := clock_timestamp();
-  PERFORM pg_advisory_xact_lock(genfill.seal_key(rel.dataset));
+  PERFORM genfill.take_lock('seal', rel.dataset, 'exclusive', p_lock_timeout_ms);
   v_waited := round((extract(epoch FROM clock_timestamp() - v_started) * 1000)::numeric, 1);
-  PERFORM set_config('lock_timeout', '0', true);
 
   UPDATE genfill.datasets d SET ingress_state = 'SEALED'
    WHERE d.name = rel.dataset AND d.ingress_state = 'OPEN' AND d.ingress_epoch = ds.ingress_epoch AND d.active_generation = ds.active_generation;

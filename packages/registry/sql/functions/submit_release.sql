@@ -23,7 +23,7 @@ BEGIN
   IF v_id IS NULL OR v_dataset IS NULL OR p_spec->'source' IS NULL OR p_spec->'target' IS NULL OR p_spec->'range' IS NULL THEN
     RAISE EXCEPTION 'not a dataBackfillRelease.v1 spec: validate it with genfill release validate' USING ERRCODE = 'GFR01';
   END IF;
-  PERFORM pg_advisory_xact_lock(hashtextextended('genfill:dataset:' || v_dataset, 0));
+  PERFORM genfill.take_lock('dataset', v_dataset, 'exclusive');
   SELECT r.digest INTO existing FROM genfill.releases r WHERE r.id = v_id;
   IF FOUND THEN
     IF existing = p_digest THEN RETURN 'unchanged'; END IF;

@@ -32,11 +32,11 @@ const TABLE_WRITES = ['INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'T
  * row hash, canonical text, snapshot arithmetic, trigger bodies). Keys are regprocedure text.
  */
 const EXECUTE_ALLOW_LIST: Record<string, string[]> = {
-  'genfill.add_generation(text,text)': ['genfill_service'],
-  'genfill.analyze_generation(text,text)': ['genfill_service'],
-  'genfill.approval_chain(text)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'],
-  'genfill.approve(text,bigint)': ['genfill_approver'],
-  'genfill.cancel_release(text,text,jsonb)': ['genfill_operator', 'genfill_service'],
+  'genfill.add_generation(text,text)': ['genfill_service'], // definer
+  'genfill.analyze_generation(text,text)': ['genfill_service'], // definer
+  'genfill.approval_chain(text)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
+  'genfill.approve(text,bigint)': ['genfill_approver'], // definer
+  'genfill.cancel_release(text,text,jsonb)': ['genfill_operator', 'genfill_service'], // definer
   'genfill.canon(anyelement)': ['PUBLIC'],
   'genfill.canon(bigint)': ['PUBLIC'],
   'genfill.canon(bytea)': ['PUBLIC'],
@@ -53,79 +53,92 @@ const EXECUTE_ALLOW_LIST: Record<string, string[]> = {
   'genfill.canon(timestamp with time zone)': ['PUBLIC'],
   'genfill.canon(timestamp without time zone)': ['PUBLIC'],
   'genfill.capture_columns(regclass)': ['PUBLIC'],
-  'genfill.capture_ddl_check(oid[],text[],text)': ['genfill_service'],
+  'genfill.capture_ddl_check(oid[],text[],text)': ['genfill_service'], // definer
   'genfill.capture_ddl_drop()': ['PUBLIC'],
   'genfill.capture_ddl_end()': ['PUBLIC'],
   'genfill.capture_ddl_start()': ['PUBLIC'],
-  'genfill.capture_drop_functions(oid)': ['genfill_service'],
+  'genfill.capture_drop_functions(oid)': ['genfill_service'], // definer
   'genfill.capture_grant_owner(oid)': [],
   'genfill.capture_key_problem(regclass,text[])': ['PUBLIC'],
   'genfill.capture_keys(regclass)': ['PUBLIC'],
-  'genfill.capture_prepare(regclass,text[])': ['genfill_service'],
+  'genfill.capture_log_status(text)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
+  'genfill.capture_prepare(regclass,text[])': ['genfill_service'], // definer
   'genfill.capture_problems(oid,text,text[])': ['PUBLIC'],
   'genfill.capture_refuse_truncate()': ['PUBLIC'],
-  'genfill.change_log_add_partitions(integer,bigint)': ['genfill_service'],
+  'genfill.change_log_add_partitions(integer,bigint)': ['genfill_service'], // definer
   'genfill.change_log_partitions()': ['PUBLIC'],
-  'genfill.change_log_prune_default(pg_snapshot,integer)': ['genfill_service'],
+  'genfill.change_log_prune_default(pg_snapshot,integer)': ['genfill_service'], // definer
   'genfill.commit_partition(text,text,integer,text,text,text,pg_snapshot,jsonb,bigint,bigint,jsonb,numeric,numeric,jsonb,bigint)': ['genfill_service'],
-  'genfill.compact_projector_tombstones(pg_snapshot,integer)': ['genfill_service'],
+  'genfill.compact_projector_tombstones(pg_snapshot,integer)': ['genfill_service'], // definer
   'genfill.containment_min(pg_snapshot)': ['PUBLIC'],
-  'genfill.create_parent(text,regclass,text[])': ['genfill_service'],
-  'genfill.create_target_view(text)': ['genfill_service'],
+  'genfill.create_parent(text,regclass,text[])': ['genfill_service'], // definer
+  'genfill.create_target_view(text)': ['genfill_service'], // definer
   'genfill.current_principal()': ['PUBLIC'],
-  'genfill.cutover_preconditions(text,text,pg_snapshot,bigint,numeric)': ['genfill_service'],
-  'genfill.cutover_switch(text,bigint,text,pg_snapshot,bigint,numeric)': ['genfill_service'],
+  'genfill.current_principal_kind()': ['PUBLIC'],
+  'genfill.cutover_preconditions(text,text,pg_snapshot,bigint,numeric)': ['genfill_service'], // definer
+  'genfill.cutover_switch(text,bigint,text,pg_snapshot,bigint,numeric)': ['genfill_service'], // definer
+  'genfill.dataset_pending(text,integer)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
   'genfill.fill_principal()': ['PUBLIC'],
+  'genfill.fill_submitted_kind()': ['PUBLIC'],
   'genfill.generation_gone(text,text)': ['PUBLIC'],
   'genfill.generation_retention(text)': ['PUBLIC'],
   'genfill.generation_table(text,text)': ['PUBLIC'],
   'genfill.guard_release()': ['PUBLIC'],
   'genfill.guard_throttle_decision()': ['PUBLIC'],
-  'genfill.ingest_apply(text,bigint)': ['genfill_api', 'genfill_operator', 'genfill_service'],
-  'genfill.ingress_compact_tombstones(text,interval)': ['genfill_api', 'genfill_operator', 'genfill_service'],
-  'genfill.ingress_install(regclass,text)': [],
+  'genfill.ingest_apply(text)': ['genfill_api', 'genfill_operator', 'genfill_service'], // definer
+  'genfill.ingress_compact_tombstones(text)': ['genfill_api', 'genfill_operator', 'genfill_service'], // definer
+  'genfill.ingress_install(regclass,text)': [], // definer
   'genfill.ingress_mirror_of(text)': [],
-  'genfill.ingress_pending(text,bigint)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'],
-  'genfill.ingress_record_conflict(text,jsonb)': ['genfill_api', 'genfill_operator', 'genfill_service'],
-  'genfill.log_horizon()': ['PUBLIC'],
-  'genfill.log_horizon_blockers(timestamp with time zone)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'],
-  'genfill.log_horizon_parts()': ['PUBLIC'],
-  'genfill.log_horizon_transactions(pg_snapshot)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'],
-  // 0027: the name of a lock's table (a pure function of its kind and key).
+  'genfill.ingress_pending(text,bigint)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
+  'genfill.ingress_record_conflict(text,jsonb)': [], // definer
   'genfill.lock_relation_name(text,text)': ['PUBLIC'],
-  'genfill.mark_dependency_stale(text,text[])': ['genfill_service'],
+  'genfill.log_horizon()': ['PUBLIC'],
+  'genfill.log_horizon_blockers(timestamp with time zone)': ['genfill_service'], // definer
+  'genfill.log_horizon_parts()': ['PUBLIC'],
+  'genfill.log_horizon_transactions(pg_snapshot)': ['genfill_service'], // definer
+  'genfill.log_horizon_waits()': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
+  'genfill.mark_dependency_stale(text,text[])': ['genfill_service'], // definer
   'genfill.partitions_at(text,timestamp with time zone[])': ['PUBLIC'],
-  'genfill.projector_acquire(text,text,integer)': ['genfill_service'],
-  // 0027: the batch's FOR SHARE read of its lease, owner-side (finding 3).
-  'genfill.projector_lease_held(text,text,bigint)': ['genfill_service'],
-  'genfill.projector_release(text,text,bigint)': ['genfill_service'],
-  'genfill.projector_renew(text,text,bigint,integer)': ['genfill_service'],
-  'genfill.quarantine_key(text,jsonb,text)': ['genfill_operator', 'genfill_service'],
+  'genfill.person_mapping_sql(text,text)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'],
+  'genfill.person_of(text,text)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'],
+  'genfill.projector_acquire(text,text,integer)': ['genfill_service'], // definer
+  'genfill.projector_lease_held(text,text,bigint)': ['genfill_service'], // definer
+  'genfill.projector_release(text,text,bigint)': ['genfill_service'], // definer
+  'genfill.projector_renew(text,text,bigint,integer)': ['genfill_service'], // definer
+  'genfill.quarantine_key(text,jsonb,text)': ['genfill_operator', 'genfill_service'], // definer
   'genfill.quote_qualified(text)': ['PUBLIC'],
-  'genfill.reader_lease(text,text,text,integer)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'],
-  'genfill.reader_lease_release(text,text,text)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'],
-  'genfill.record_generation_dropped(text,text,jsonb)': ['genfill_service'],
-  'genfill.record_release_cleanup(text,jsonb)': ['genfill_service'],
+  'genfill.reader_lease(text,text,text,integer)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
+  'genfill.reader_lease_release(text,text,text)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
+  'genfill.record_generation_dropped(text,text,jsonb)': ['genfill_service'], // definer
+  'genfill.record_release_cleanup(text,jsonb)': ['genfill_service'], // definer
   'genfill.refuse_change()': ['PUBLIC'],
   'genfill.release_is_open(text)': ['PUBLIC'],
+  'genfill.release_spec_check(jsonb)': [],
   'genfill.releases_due_for_cleanup()': ['PUBLIC'],
-  'genfill.request(text,text,jsonb)': ['genfill_operator', 'genfill_service'],
-  'genfill.retire_generation(text,text)': ['genfill_service'],
-  'genfill.rollback_refusal(text)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'],
-  'genfill.rollback_seal(text,integer)': ['genfill_service'],
-  'genfill.rollback_switch(text,bigint,text,pg_snapshot)': ['genfill_service'],
-  'genfill.rollback_unseal(text,text)': ['genfill_service'],
+  'genfill.request(text,text,jsonb)': ['genfill_operator', 'genfill_service'], // definer
+  'genfill.request_args_problems(jsonb,jsonb,text)': [],
+  'genfill.retire_generation(text,text)': ['genfill_service'], // definer
+  'genfill.rollback_refusal(text)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
+  'genfill.rollback_seal(text,integer)': ['genfill_service'], // definer
+  'genfill.rollback_switch(text,bigint,text,pg_snapshot)': ['genfill_service'], // definer
+  'genfill.rollback_unseal(text,text)': ['genfill_service'], // definer
   'genfill.rollback_window(jsonb)': ['PUBLIC'],
   'genfill.row_hash(text[])': ['PUBLIC'],
-  'genfill.seal_epoch(text,integer)': ['genfill_service'],
-  'genfill.set_operator_pause(text,boolean,text,jsonb)': ['genfill_operator', 'genfill_service'],
+  'genfill.seal_epoch(text,integer)': ['genfill_service'], // definer
+  'genfill.set_operator_pause(text,boolean,text,jsonb)': ['genfill_operator', 'genfill_service'], // definer
+  'genfill.setting(text)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'],
+  'genfill.settings_check()': [],
   'genfill.snapshot_contains(pg_snapshot,pg_snapshot)': ['PUBLIC'],
   'genfill.snapshot_least(pg_snapshot,pg_snapshot)': ['PUBLIC'],
-  'genfill.submit_release(jsonb,text,text)': ['genfill_operator', 'genfill_service'],
-  // 0027: genfill's locks (LOCK TABLE on genfill_lock's tables); the owner-side verbs call it as the owner.
-  'genfill.take_lock(text,text,text,integer)': ['genfill_service'],
+  'genfill.source_conflicts(text,bigint,integer)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
+  'genfill.source_events(regclass,bigint,integer)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
+  'genfill.source_read_check(regclass)': [],
+  'genfill.submit_release(jsonb,text,text)': ['genfill_operator', 'genfill_service'], // definer
+  'genfill.take_lock(text,text,text,integer)': ['genfill_service'], // definer
   'genfill.target_view_sql(text)': ['PUBLIC'],
-  'genfill.unseal_epoch(text,text)': ['genfill_service'],
+  'genfill.transform_admissible(text)': ['genfill_service'], // definer
+  'genfill.transform_read_problems(text,text,text[])': [],
+  'genfill.unseal_epoch(text,text)': ['genfill_service'], // definer
 };
 
 const rows = async <T>(sql: string, values: unknown[] = []): Promise<T[]> => (await db.pool.query(sql, values)).rows as T[];
@@ -191,6 +204,27 @@ describe('the catalogue holds no write privilege for people', () => {
       [PEOPLE, TABLE_WRITES],
     );
     expect(held).toEqual([]);
+  });
+
+  it('no people role, PUBLIC or outside login reads a relation holding row images or source keys', async () => {
+    // The change log and every partition of it (made at install or later), and the ingress and
+    // projector tables holding keys and images (migration 0025). People read aggregates through
+    // owner functions and a source's events through genfill.source_events.
+    const held = await rows<{ relation: string; role: string }>(
+      `WITH private AS (
+         SELECT c.oid FROM pg_class c
+          WHERE c.oid IN ('genfill.change_log'::regclass, 'genfill.ingress_keys'::regclass,
+                          'genfill.ingress_conflicts'::regclass, 'genfill.projector_tombstones'::regclass)
+         UNION
+         SELECT i.relid FROM pg_partition_tree('genfill.change_log'::regclass) i)
+       SELECT p.oid::regclass::text AS relation, r.role FROM private p CROSS JOIN unnest($1::text[]) AS r(role)
+        WHERE has_table_privilege(r.role, p.oid, 'SELECT') OR has_any_column_privilege(r.role, p.oid, 'SELECT')
+        ORDER BY 1, 2`,
+      [PEOPLE],
+    );
+    expect(held).toEqual([]);
+    const parts = await rows<{ n: number }>(`SELECT count(*)::int AS n FROM pg_partition_tree('genfill.change_log'::regclass)`);
+    expect(parts[0]!.n).toBeGreaterThan(2);
   });
 
   it('no people role can advance or set a genfill sequence', async () => {

@@ -109,6 +109,7 @@ const EXECUTE_ALLOW_LIST: Record<string, string[]> = {
   'genfill.quote_qualified(text)': ['PUBLIC'],
   'genfill.reader_lease(text,text,text,integer)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
   'genfill.reader_lease_release(text,text,text)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
+  'genfill.record_board_action(text,text,jsonb)': ['genfill_operator'], // definer
   'genfill.record_generation_dropped(text,text,jsonb)': ['genfill_service'], // definer
   'genfill.record_release_cleanup(text,jsonb)': ['genfill_service'], // definer
   'genfill.refuse_change()': ['PUBLIC'],

@@ -413,7 +413,7 @@ describe('Bull Board writes', () => {
     expect(await snapshot(job!.id!)).toEqual(before);
   });
 
-  it('pause and resume still work and are recorded under the subject; retry and clean are logged with it', async () => {
+  it('pause and resume still work and are recorded under the subject; retry and clean are recorded in the release log under it too', async () => {
     const lines: Record<string, unknown>[] = [];
     const sink = new Writable({
       write(chunk, _enc, done) {
@@ -439,6 +439,15 @@ describe('Bull Board writes', () => {
     expect(recorded.map((l) => ({ subject: l.subject, release: l.release, action: l.action, status: l.status }))).toEqual([
       { subject: 'olga', release: RELEASE, action: 'retry', status: 'failed' },
       { subject: 'olga', release: RELEASE, action: 'clean', status: 'completed' },
+    ]);
+    const board = await db.pool.query(
+      `SELECT action, principal, detail->>'status' AS status, detail->>'via' AS via FROM genfill.release_log
+        WHERE release = $1 AND action LIKE 'board-%' ORDER BY id`,
+      [RELEASE],
+    );
+    expect(board.rows).toEqual([
+      { action: 'board-retry', principal: 'olga', status: 'failed', via: 'bull-board' },
+      { action: 'board-clean', principal: 'olga', status: 'completed', via: 'bull-board' },
     ]);
   });
 });

@@ -14,9 +14,9 @@
 // here in bull-board's own route order, so the route recorded is the route bull-board runs;
 // anything else that is not a GET or HEAD is 403 before bull-board sees it. Clean is kept for
 // finished jobs only (completed, failed): cleaning a waiting, delayed or active job drops a
-// partition's work, as `empty` does. Retry, promote and clean have no registry verb to record
-// them under the subject (a person's role writes no registry table): they go to the API's
-// structured log with the subject, release, queue and route.
+// partition's work, as `empty` does. Retry, promote and clean are recorded in the release's log
+// under the subject through the verb genfill.record_board_action before bull-board acts, and
+// in the API's structured log with the route.
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
@@ -25,7 +25,7 @@ import { NotFoundError, OPEN_STATES, RefusedError } from '@genfill/contracts';
 import type { Logger } from '@genfill/observability';
 import { setOperatorPause, type Actor } from '@genfill/planner';
 import { syncQueuePause, withDeadline } from '@genfill/queue';
-import type { Db } from '@genfill/registry';
+import { asPrincipal, boardActionVerb, type Db } from '@genfill/registry';
 import { can, principalOf, requirePermission, requirePrincipal } from './auth.ts';
 import { ForbiddenError, UnauthenticatedError } from './http-errors.ts';
 import type { ReleaseQueues, ShownRelease } from './queues.ts';
@@ -160,6 +160,10 @@ export function boardRoutes(deps: BoardDeps): Router {
         );
       }
     }
+    // Recorded before bull-board acts: a write the registry could not record does not happen.
+    await asPrincipal(db, who.subject, (conn) =>
+      boardActionVerb(conn, { release: shown.release, action: write.action, detail: { queue: shown.queue.name, ...(jobId !== undefined ? { jobId } : {}), ...(status ? { status } : {}) } }),
+    );
     res.locals[KEPT] = true;
     log.info(
       { subject: who.subject, role: who.role, via: 'bull-board', release: shown.release, queue: shown.queue.name, action: write.action, jobId, status, route: `${req.method} ${write.path}` },

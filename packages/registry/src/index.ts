@@ -78,7 +78,7 @@ export {
   type ThrottleDecisionSummary,
 } from './status.ts';
 export { casTransition, commitPartition, type PartitionCommit, setThrottlePause } from './transitions.ts';
-export { asPrincipal, approveVerb, type ApproveRow, cancelReleaseVerb, operatorPauseVerb, submitReleaseVerb } from './verbs.ts';
+export { asPrincipal, approveVerb, type ApproveRow, boardActionVerb, cancelReleaseVerb, operatorPauseVerb, submitReleaseVerb } from './verbs.ts';
 export {
   awaitRequest,
   claimRequest,

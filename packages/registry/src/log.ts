@@ -28,6 +28,10 @@ export const RELEASE_ACTIONS = {
   approve: 'approve',
   /** → RECONCILIATION_REQUIRED: an ingested key came at a held revision with another payload (genfill.ingress_record_conflict, 0011). */
   ingressConflict: 'ingress-conflict',
+  /** Bull Board's kept writes, by the token's subject (genfill.record_board_action). */
+  boardRetry: 'board-retry',
+  boardPromote: 'board-promote',
+  boardClean: 'board-clean',
   /** Written by genfill.seal_epoch / unseal_epoch (migration 0013). */
   seal: 'seal',
   unseal: 'unseal',

@@ -35,6 +35,15 @@ export async function submitReleaseVerb(conn: Conn | Db, r: { spec: ReleaseSpec;
   return rows[0]!.status;
 }
 
+/** A Bull Board retry, promote or clean of a release's jobs, recorded in its log (genfill.record_board_action). */
+export async function boardActionVerb(
+  conn: Conn | Db,
+  q: { release: string; action: 'retry' | 'promote' | 'clean'; detail: Record<string, unknown> },
+): Promise<number> {
+  const rows = await call<{ id: string }>(conn, 'SELECT genfill.record_board_action($1, $2, $3) AS id', [q.release, q.action, JSON.stringify(q.detail)]);
+  return Number(rows[0]!.id);
+}
+
 export async function operatorPauseVerb(
   conn: Conn | Db,
   q: { release: string; paused: boolean; reason: string | null; detail?: unknown },

@@ -30,7 +30,8 @@ import { formatSnapshot, newEventsStatement, parseSnapshot } from '@genfill/capt
 import { isPgError, LockWaitTimeoutError, type PgError, pgErrorCode, SQLSTATE } from '@genfill/contracts';
 import { takeLock, type Db } from '@genfill/registry';
 import { loadDataset, type ProjectedDataset } from './dataset.ts';
-import { applyStatement, applyStep, dependencyChangedStatement, EVENTS_TABLE, type Applied, type ApplyCounts, type ApplyRow } from './statement.ts';
+import { findPoison } from './poison.ts';
+import { applyStep, dependencyChangedStatement, type Applied, type ApplyCounts } from './statement.ts';
 
 export interface Lease {
   holder: string;
@@ -93,51 +94,6 @@ async function capSnapshot(conn: pg.ClientBase, ds: ProjectedDataset, from: stri
   if (x >= s.xmax) return null;
   const xmin = s.xmin < x ? s.xmin : x;
   return formatSnapshot({ xmin, xmax: x, xip: s.xip.filter((t) => t < x) });
-}
-
-/** The latest event per key of the batch, for the poison search. */
-async function batchKeys(conn: pg.ClientBase): Promise<{ key: Record<string, unknown>; event_id: string; revision: string }[]> {
-  const { rows } = await conn.query<{ key: Record<string, unknown>; event_id: string; revision: string }>(
-    `SELECT e.key, e.event_id::text AS event_id, e.revision::text AS revision FROM ${EVENTS_TABLE} AS e ORDER BY e.event_id`,
-  );
-  return rows;
-}
-
-/** Whether the batch restricted to `keys` fails (an error, a fan-out or a changed key); rolled back either way. */
-async function subsetFails(conn: pg.ClientBase, ds: ProjectedDataset, keys: Record<string, unknown>[]): Promise<string | null> {
-  const q = applyStatement(ds);
-  await conn.query('SAVEPOINT gf_probe');
-  try {
-    const { rows } = await conn.query<ApplyRow>(q.text, [...q.values.slice(0, 2), keys.map((k) => JSON.stringify(k))]);
-    const r = rows[0]!;
-    if (r.fanout) return `the transform produced key ${JSON.stringify(r.fanout[0])} more than once (fan-out)`;
-    if (r.stray) return `the transform changed the key: it produced ${JSON.stringify(r.stray[0])}, which is not the event's key`;
-    return null;
-  } catch (err) {
-    return (err as Error).message;
-  } finally {
-    await conn.query('ROLLBACK TO SAVEPOINT gf_probe');
-  }
-}
-
-/** Halve the batch until one event's key is left that fails alone. */
-async function findPoison(conn: pg.ClientBase, ds: ProjectedDataset, firstError: string) {
-  let candidates = await batchKeys(conn);
-  let error = firstError;
-  while (candidates.length > 1) {
-    const half = candidates.slice(0, Math.ceil(candidates.length / 2));
-    const why = await subsetFails(conn, ds, half.map((c) => c.key));
-    if (why) {
-      candidates = half;
-      error = why;
-    } else {
-      candidates = candidates.slice(half.length);
-    }
-  }
-  const last = candidates[0];
-  if (!last) return null;
-  const why = await subsetFails(conn, ds, [last.key]);
-  return { key: last.key, eventId: last.event_id, revision: last.revision, error: why ?? error };
 }
 
 /** One batch of `dataset` under `lease`. Never throws for a fenced or poisoned batch: it says so. */

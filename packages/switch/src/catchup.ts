@@ -15,13 +15,16 @@
 // statement, statement.ts) to the candidate generation through the candidate's transform map,
 // by each row's current time: a row whose time moved between partitions, or across the range's
 // edge, ends once, in its new place and form; a delete of a key the candidate lacks is
-// remembered. Rounds and repairs of a release serialize on the release's catch-up lock (a LOCK
+// remembered. An event the candidate's transform fans out or re-keys refuses the round, writing
+// nothing; its key is recorded in genfill.switch_stops for the operator to quarantine
+// (stops.ts). Rounds and repairs of a release serialize on the release's catch-up lock (a LOCK
 // TABLE on a genfill-only relation, genfill.take_lock: no login outside genfill can hold it;
 // its wait ends with LockWaitTimeoutError after the session's lock_timeout).
 import { containmentMinimum, formatSnapshot, parseSnapshot } from '@genfill/capture';
 import { pgErrorCode, quoteIdent, RefusedError, SQLSTATE } from '@genfill/contracts';
 import { casTransition, qualifiedGenerationTable, RELEASE_ACTIONS, rootAgg, rowHashExpr, takeLock, withTransaction, type Conn, type Db } from '@genfill/registry';
 import { applyStep, type Applied, EVENTS_TABLE, loadDataset } from '@genfill/projector';
+import { poisonStop, recordStop, stopAdvice, type SwitchStop } from './stops.ts';
 
 /**
  * The times (as instants, text) of the candidate's rows whose keys are staged: a zone-less
@@ -112,6 +115,16 @@ async function catchupFrontier(conn: Conn, release: string): Promise<{ cf: strin
   return { cf: formatSnapshot(containmentMinimum(snaps)), receiptsSeen: receipts.at(-1)?.id ?? since };
 }
 
+/** A round refused on poison, inside its transaction: catchupRound records the stop once it rolled back. */
+class CatchupPoison extends RefusedError {
+  constructor(
+    message: string,
+    readonly stop: SwitchStop,
+  ) {
+    super(message);
+  }
+}
+
 /**
  * One round of `release`'s candidate. Refused (exit 3) outside BUILT, RECONCILED, APPROVED and
  * INGRESS_SEALED. A round that waited for another one's lock read CF before that one committed
@@ -122,6 +135,11 @@ export async function catchupRound(db: Db, release: string): Promise<CatchupRoun
     try {
       return await oneRound(db, release);
     } catch (err) {
+      // A poison key, recorded now that the round's transaction rolled back, so
+      // genfill.quarantine_key takes it (migration 0029).
+      if (err instanceof CatchupPoison) {
+        throw new RefusedError(`${err.message}: ${stopAdvice(err.stop, await recordStop(db, err.stop), `the catch-up (or the cutover) of ${release}`)}`);
+      }
       if (pgErrorCode(err) !== SQLSTATE.serializationFailure || attempt >= 5) throw err;
     }
   }
@@ -189,9 +207,9 @@ async function oneRound(db: Db, release: string): Promise<CatchupRound> {
         throw new RefusedError(`catch-up of ${release} failed applying (${cf}, ${to}]: ${(err as Error).message}; nothing was applied`, { cause: err });
       }
       if (step.poison) {
-        throw new RefusedError(
-          `catch-up of ${release}: the transform ${step.poison.what === 'fan-out' ? `produced key ${JSON.stringify(step.poison.key)} more than once` : `changed key ${JSON.stringify(step.poison.key)}`}; nothing was applied`,
-        );
+        // The event it came from, while the events are staged; catchupRound records it after the rollback.
+        const stop = await poisonStop(conn, ds, step.poison, { kind: 'catchup', release, switchId: null });
+        throw new CatchupPoison(`catch-up of ${release}: ${stop.what}, at key ${JSON.stringify(stop.key)}; nothing was applied`, stop);
       }
       const applied = step.counts;
       const counts = { ...applied, events: applied.events + held, noops: applied.noops + held };

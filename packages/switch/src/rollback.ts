@@ -20,6 +20,7 @@ import { errorFromPg, NotFoundError, pgErrorCode, RefusedError, SQLSTATE, Switch
 import { applyStep, loadDataset, type ApplyCounts } from '@genfill/projector';
 import { withTransaction, type Db } from '@genfill/registry';
 import { moveFrontier, runSwitch, type SequenceOptions, since, SwitchRefused, type SwitchOperation } from './sequence.ts';
+import { poisonStop } from './stops.ts';
 import type { SwitchStepTime } from './switch-lease.ts';
 
 export const ROLLBACK_DEFAULTS = { maxFreezeMs: 30_000, leaseMs: 10_000, tailEvents: 2_000, maxRounds: 20 } as const;
@@ -55,7 +56,7 @@ export interface RollbackResult {
 }
 
 /** One unsealed replay round into the old generation: (its frontier, the active generation's committed frontier]. */
-async function replayRound(db: Db, dataset: string, generation: string): Promise<ApplyCounts & { ms: number }> {
+async function replayRound(db: Db, release: string, rollback: string, dataset: string, generation: string): Promise<ApplyCounts & { ms: number }> {
   const started = performance.now();
   return withTransaction(
     db,
@@ -67,11 +68,12 @@ async function replayRound(db: Db, dataset: string, generation: string): Promise
       );
       const { f, s } = rows[0]!;
       if (!f || !s) throw new RefusedError(`${dataset} has no frontier for ${f ? 'its active generation' : generation}: nothing to replay from`);
-      const step = await applyStep(conn, await loadDataset(conn, dataset, { generation }), { from: f, to: s });
+      const ds = await loadDataset(conn, dataset, { generation });
+      const step = await applyStep(conn, ds, { from: f, to: s });
       if (step.poison) {
-        throw new SwitchRefused(
-          `an event after ${f} is poison for ${generation} (${step.poison.what} at ${JSON.stringify(step.poison.key)}): quarantine the key or fix the transform, then run rollback again`,
-        );
+        // The event it came from, while the events are staged; the sequence records it after the undo.
+        const stop = await poisonStop(conn, ds, step.poison, { kind: 'rollback', release, switchId: rollback });
+        throw new SwitchRefused(`an event after ${f} is poison for ${generation} (${stop.what}, at key ${JSON.stringify(stop.key)})`, 'poison', stop);
       }
       await moveFrontier(conn, dataset, generation, f, s);
       return { ...step.counts, ms: since(started) };
@@ -133,7 +135,7 @@ function rollbackOperation(db: Db, release: string, r: Rel, result: RollbackResu
       const t = performance.now();
       const tail = opts.tailEvents ?? ROLLBACK_DEFAULTS.tailEvents;
       for (let i = 0; i < (opts.maxRounds ?? ROLLBACK_DEFAULTS.maxRounds); i++) {
-        const round = await replayRound(db, r.dataset, old);
+        const round = await replayRound(db, release, ctx.lease.id, r.dataset, old);
         result.replay.rounds += 1;
         result.replay.events += round.events;
         result.replay.upserted += round.upserted;

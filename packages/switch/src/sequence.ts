@@ -23,16 +23,21 @@ import { hostname } from 'node:os';
 import { pgErrorCode, ReconciliationRequiredError, RefusedError, SQLSTATE, SwitchRefusedError } from '@genfill/contracts';
 import { applyStep, loadDataset, type ApplyCounts } from '@genfill/projector';
 import { withTransaction, type Conn, type Db } from '@genfill/registry';
+import { poisonStop, recordStop, stopAdvice, type SwitchStop } from './stops.ts';
 import { LeaseLost, SwitchLease, type LeaseOptions } from './switch-lease.ts';
 
 // A SwitchRefusedError (contracts) is thrown once the sequence (or the phase that threw it)
 // undid the seal and recorded the outcome, or before a lease was taken: it goes out as it is.
 
-/** Raised in a phase or the switch: undo the seal, then refuse (a SwitchRefusedError) with this reason. */
+/**
+ * Raised in a phase or the switch: undo the seal, then refuse (a SwitchRefusedError) with this
+ * reason. A poison refusal carries its `stop`, recorded once the seal is undone (stops.ts).
+ */
 export class SwitchRefused extends Error {
   constructor(
     message: string,
     readonly check = 'switch',
+    readonly stop?: SwitchStop,
   ) {
     super(message);
   }
@@ -273,9 +278,9 @@ export async function runSwitch<S extends string, Row>(
             if (ds.generation !== to) throw new Error(`the ${kind}'s switch left ${ds.generation} active, not ${to}`);
             const step = await applyStep(conn, ds, { from, to: snapshot });
             if (step.poison) {
-              throw new SwitchRefused(
-                `an event after ${from} is poison for ${to} (${step.poison.what} at ${JSON.stringify(step.poison.key)}): quarantine the key or fix the transform, then run ${kind} again`,
-              );
+              // The event it came from, while the events are staged; recorded after the undo.
+              const stop = await poisonStop(conn, ds, step.poison, { kind, release, switchId: lease.id });
+              throw new SwitchRefused(`an event after ${from} is poison for ${to} (${stop.what}, at key ${JSON.stringify(stop.key)})`, 'poison', stop);
             }
             await moveFrontier(conn, dataset, to, from, snapshot);
             await conn.query(`UPDATE genfill.cutovers SET s_cut = $2::pg_snapshot WHERE id = $1`, [lease.id, snapshot]);
@@ -316,7 +321,11 @@ export async function runSwitch<S extends string, Row>(
       throw new SwitchRefusedError(kind, 'undo', `${kind} of ${release} failed (${reason}) and undoing the seal failed too: ${e.message}; run \`genfill unseal ${release}\``);
     });
     if (!known) throw err;
-    throw new SwitchRefusedError(kind, (err as SwitchRefused).check, `${kind} refused: ${reason}; ${op.reopened(epoch)}`);
+    const refused = err as SwitchRefused;
+    // A poison key, recorded now that the switch's transaction rolled back and ingress reopened,
+    // so genfill.quarantine_key takes it (migration 0029).
+    const advice = refused.stop ? `: ${stopAdvice(refused.stop, await recordStop(db, refused.stop), kind)}` : '';
+    throw new SwitchRefusedError(kind, refused.check, `${kind} refused: ${reason}${advice}; ${op.reopened(epoch)}`);
   } finally {
     await lease.close();
   }

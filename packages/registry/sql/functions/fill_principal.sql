@@ -31,6 +31,8 @@ CREATE OR REPLACE TRIGGER reader_leases_principal BEFORE INSERT ON genfill.reade
   FOR EACH ROW EXECUTE FUNCTION genfill.fill_principal();
 CREATE OR REPLACE TRIGGER change_log_prunes_principal BEFORE INSERT ON genfill.change_log_prunes
   FOR EACH ROW EXECUTE FUNCTION genfill.fill_principal();
+CREATE OR REPLACE TRIGGER switch_stops_principal BEFORE INSERT ON genfill.switch_stops
+  FOR EACH ROW EXECUTE FUNCTION genfill.fill_principal();
 
 -- The kind of a release's submitter (migration 0028), beside submitted_by, so the submitter
 -- check of genfill.approve looks up the right person: a value the caller passed is overwritten.

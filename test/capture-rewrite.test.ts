@@ -179,6 +179,22 @@ describe('a statement that changes values without DML', () => {
     expect(await pending()).toMatchObject({ reasons: ['column-type'], columns: ['note: character varying(20) → text'] });
     expect((await driftCheck()).result.verified).toBe(true);
   });
+
+  it('two rewrites in one transaction mark the dataset once, with the reasons of both', async () => {
+    const logs = await rewriteLogs();
+    const c = await tdb.pool.connect();
+    try {
+      await c.query('BEGIN');
+      await c.query(`ALTER TABLE public.orders ALTER COLUMN customer_id TYPE bigint USING customer_id::bigint`);
+      await c.query(`ALTER TABLE public.orders ADD COLUMN weight float8 DEFAULT random()`);
+      await c.query('COMMIT');
+    } finally {
+      c.release();
+    }
+    expect(await rewriteLogs()).toBe(logs + 1);
+    expect(await pending()).toMatchObject({ reasons: ['column-added-with-values', 'column-rewrite', 'column-type'], columns: ['customer_id: numeric → bigint'] });
+    expect((await driftCheck()).result.verified).toBe(true);
+  });
 });
 
 describe('statements that copy the same rows or change none', () => {

@@ -59,7 +59,7 @@ describe('cutover and rollback as a person', () => {
       expect(dry.status).toBe(200);
       const d = (await dry.json()) as { checks: { name: string }[] };
       expect(d).toMatchObject({ dryRun: true, ok: true, principal: 'olga' });
-      expect(d.checks.map((c: { name: string }) => c.name)).toEqual(['state', 'expected-generation', 'ingress', 'manifest', 'approvals', 'reconciliation-live', 'dependencies', 'projector']);
+      expect(d.checks.map((c: { name: string }) => c.name)).toEqual(['state', 'expected-generation', 'ingress', 'manifest', 'approvals', 'reconciliation-live', 'dependencies', 'source-rewrite', 'projector']);
       expect(await one(`SELECT count(*)::int AS n FROM genfill.cutovers`)).toEqual({ n: 0 });
 
       const res = await runCli(['cutover', 'api@1', '--json'], { DATABASE_URL: urlAs(tdb, 'genfill_alice') });

@@ -56,7 +56,10 @@ const EXECUTE_ALLOW_LIST: Record<string, string[]> = {
   'genfill.capture_ddl_check(oid[],text[],text)': ['genfill_service'], // definer
   'genfill.capture_ddl_drop()': ['PUBLIC'],
   'genfill.capture_ddl_end()': ['PUBLIC'],
+  'genfill.capture_ddl_rewrite()': [], // definer: an event trigger function, called only as one
   'genfill.capture_ddl_start()': ['PUBLIC'],
+  'genfill.capture_ddl_type_end()': [], // definer: an event trigger function
+  'genfill.capture_ddl_type_start()': [], // definer: an event trigger function
   'genfill.capture_drop_functions(oid)': ['genfill_service'], // definer
   'genfill.capture_grant_owner(oid)': [],
   'genfill.capture_key_problem(regclass,text[])': ['PUBLIC'],
@@ -65,6 +68,7 @@ const EXECUTE_ALLOW_LIST: Record<string, string[]> = {
   'genfill.capture_prepare(regclass,text[])': ['genfill_service'], // definer
   'genfill.capture_problems(oid,text,text[])': ['PUBLIC'],
   'genfill.capture_refuse_truncate()': ['PUBLIC'],
+  'genfill.capture_type_shapes()': [], // definer-called: the rewrite guard's type comparison
   'genfill.change_log_add_partitions(integer,bigint)': ['genfill_service'], // definer
   'genfill.change_log_partitions()': ['PUBLIC'],
   'genfill.change_log_prune_default(pg_snapshot,integer)': ['genfill_service'], // definer
@@ -98,6 +102,7 @@ const EXECUTE_ALLOW_LIST: Record<string, string[]> = {
   'genfill.log_horizon_transactions(pg_snapshot)': ['genfill_service'], // definer
   'genfill.log_horizon_waits()': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
   'genfill.mark_dependency_stale(text,text[])': ['genfill_service'], // definer
+  'genfill.mark_source_rewritten(oid,text,text[],jsonb)': [], // definer: called by the rewrite guard's definer functions only
   'genfill.partitions_at(text,timestamp with time zone[])': ['PUBLIC'],
   'genfill.person_mapping_sql(text,text)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'],
   'genfill.person_of(text,text)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'],
@@ -133,6 +138,7 @@ const EXECUTE_ALLOW_LIST: Record<string, string[]> = {
   'genfill.snapshot_least(pg_snapshot,pg_snapshot)': ['PUBLIC'],
   'genfill.source_conflicts(text,bigint,integer)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
   'genfill.source_events(regclass,bigint,integer)': ['genfill_approver', 'genfill_operator', 'genfill_reader', 'genfill_service'], // definer
+  'genfill.source_rewrite_pending(text)': ['PUBLIC'],
   'genfill.source_read_check(regclass)': [],
   'genfill.submit_release(jsonb,text,text)': ['genfill_operator', 'genfill_service'], // definer
   'genfill.take_lock(text,text,text,integer)': ['genfill_service'], // definer

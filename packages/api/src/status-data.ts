@@ -1,7 +1,8 @@
 // What the status page (GET /) shows, read in one REPEATABLE READ snapshot so the numbers on
 // one page agree with each other: releases with their progress and pause flags, the throttle's
 // latest decision, the latest reconciliation, per-release heatmaps and failed/running
-// partitions, datasets with their projector lag. One query per function; the shared parts come
+// partitions, datasets with their projector lag and a change of their source without DML that
+// awaits a drift check (genfill.source_rewrite_pending, migration 0030). One query per function; the shared parts come
 // from the registry: latestThrottleDecision, and the progress read model of `status --watch`
 // (the partition counts, the sample and its ETA rule).
 import { OPEN_STATES, type ReleaseState } from '@genfill/contracts';
@@ -18,6 +19,7 @@ import {
   type Db,
   type ThrottleDecisionSummary,
 } from '@genfill/registry';
+import type { SourceRewrite } from '@genfill/projector';
 import { loadHeatmap, type Heatmap } from './heatmap.ts';
 import { projectorLag, type ProjectorLag } from './projector-lag.ts';
 
@@ -85,6 +87,8 @@ export interface DatasetOverview {
   activeGeneration: string | null;
   ingress: { state: string; epoch: number };
   lag: ProjectorLag | null;
+  /** The source changed without DML and no drift check has verified the active generation since: cutovers are refused. */
+  sourceRewrite: SourceRewrite | null;
 }
 
 export interface StatusData {
@@ -188,8 +192,8 @@ async function failedAndRunning(conn: Conn, release: string): Promise<ListedPart
 }
 
 async function datasets(conn: Conn): Promise<DatasetOverview[]> {
-  const { rows } = await conn.query<{ name: string; target_table: string; active_generation: string | null; ingress_state: string; ingress_epoch: string }>(
-    'SELECT name, target_table, active_generation, ingress_state, ingress_epoch::text FROM genfill.datasets ORDER BY name',
+  const { rows } = await conn.query<{ name: string; target_table: string; active_generation: string | null; ingress_state: string; ingress_epoch: string; rewrite: SourceRewrite | null }>(
+    'SELECT name, target_table, active_generation, ingress_state, ingress_epoch::text, genfill.source_rewrite_pending(name) AS rewrite FROM genfill.datasets ORDER BY name',
   );
   const lag = new Map((await projectorLag(conn)).map((l) => [l.dataset, l]));
   return rows.map((d) => ({
@@ -198,6 +202,7 @@ async function datasets(conn: Conn): Promise<DatasetOverview[]> {
     activeGeneration: d.active_generation,
     ingress: { state: d.ingress_state, epoch: Number(d.ingress_epoch) },
     lag: lag.get(d.name) ?? null,
+    sourceRewrite: d.rewrite,
   }));
 }
 

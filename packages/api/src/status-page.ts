@@ -71,9 +71,14 @@ function datasetTable(list: DatasetOverview[], now: number): string {
         `${num(d.lag.pendingEvents)} events pending, oldest ${d.lag.lagSeconds.toFixed(1)} s; ` +
         `frontier committed ${esc(ago(d.lag.frontierAt, now))} <span class="muted">(${esc(instant(d.lag.frontierAt))})</span>`
       : '<span class="muted">no projector yet</span>';
+    const rw = d.sourceRewrite
+      ? `<br><strong>SOURCE REWRITTEN</strong> ${esc(instant(d.sourceRewrite.at))}: ${esc(d.sourceRewrite.command)} on <code>${esc(d.sourceRewrite.table)}</code> ` +
+        `(${esc(d.sourceRewrite.reasons.join(', '))}); cutovers wait for <code>genfill reconcile --dataset ${esc(d.name)}</code>` +
+        (d.sourceRewrite.driftCheck ? `, which found ${num(d.sourceRewrite.driftCheck.missing + d.sourceRewrite.driftCheck.extra)} differing rows` : '')
+      : '';
     return (
       `<tr data-dataset="${esc(d.name)}"><td>${esc(d.name)}</td><td><code>${esc(d.targetTable)}</code></td><td>${esc(d.activeGeneration ?? '—')}</td>` +
-      `<td>${esc(d.ingress.state)} (epoch ${num(d.ingress.epoch)})</td><td class="lag">${lag}</td></tr>`
+      `<td>${esc(d.ingress.state)} (epoch ${num(d.ingress.epoch)})</td><td class="lag">${lag}${rw}</td></tr>`
     );
   });
   return `<table><thead><tr><th>Dataset</th><th>Target</th><th>Active generation</th><th>Ingress</th><th>Projector lag</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;

@@ -1,5 +1,6 @@
 // How far the projector of a dataset is behind, and everything an operator asks next: the
-// epoch and its seal, the lease holder, a poison stop, quarantined keys, the dataset's flags,
+// epoch and its seal, the lease holder, a poison stop, quarantined keys, the dataset's flags
+// (a change of the source without DML not yet verified by a drift check among them),
 // the oldest prepared transaction (it holds every frontier back until it finishes), the
 // live reader leases (pinned reads of each generation, which hold its retirement back), the
 // generations kept after a cutover, rollback or cancel (until when, why, their size), and the
@@ -30,6 +31,11 @@ export interface ProjectorStatus {
   dependencyStaleSince: string | null;
   staleRelations: string[];
   adoptUnverified: boolean;
+  /**
+   * The source changed without DML (a table rewrite, an enum label renamed: migration 0030) and
+   * no drift check has verified the active generation since; a cutover is refused until one does.
+   */
+  sourceRewrite: SourceRewrite | null;
   oldestPrepared: { gid: string; prepared: string; owner: string } | null;
   /** Live reader leases of the dataset's generations (genfill read, GET /datasets/:ds/rows), longest first. */
   readers: ReaderLease[];
@@ -37,6 +43,18 @@ export interface ProjectorStatus {
   retained?: RetainedGeneration[];
   /** With `retention`: the change log's pruning horizon (shared by every dataset) and what holds it back. */
   logHorizon?: LogHorizonStatus;
+}
+
+/** genfill.source_rewrite_pending: what changed the source without DML, and a later drift check's finding. */
+export interface SourceRewrite {
+  at: string;
+  table: string;
+  command: string;
+  /** column-rewrite, column-added-with-values, column-type, type-changed */
+  reasons: string[];
+  principal: string;
+  /** The drift check that ran after it and found a difference (null: none ran yet). */
+  driftCheck: { at: string; missing: number; extra: number; sample: Record<string, unknown>[] | null } | null;
 }
 
 export interface LogHorizonStatus {
@@ -111,6 +129,7 @@ export async function projectorStatus(conn: Conn | Db, dataset: string, opts: { 
     stale_since: string | null;
     stale: string[] | null;
     unverified: boolean | null;
+    rewrite: SourceRewrite | null;
     prepared: ProjectorStatus['oldestPrepared'];
   }>(
     `SELECT (SELECT jsonb_build_object('release', e.release, 'barrier', e.barrier::text, 'sealedAt', e.sealed_at, 'sealedBy', e.sealed_by,
@@ -122,6 +141,7 @@ export async function projectorStatus(conn: Conn | Db, dataset: string, opts: { 
                FROM genfill.projector_stops s WHERE s.dataset = $1) AS stop,
             (SELECT count(*)::int FROM genfill.quarantined_keys q WHERE q.dataset = $1) AS quarantined,
             fl.dependency_stale_since::text AS stale_since, fl.stale_relations AS stale, fl.adopt_unverified AS unverified,
+            genfill.source_rewrite_pending($1) AS rewrite,
             (SELECT jsonb_build_object('gid', x.gid, 'prepared', x.prepared, 'owner', x.owner) FROM pg_prepared_xacts x ORDER BY x.prepared LIMIT 1) AS prepared
        FROM (SELECT 1) AS one LEFT JOIN genfill.dataset_flags fl ON fl.dataset = $1`,
     [dataset, d.epoch],
@@ -146,6 +166,7 @@ export async function projectorStatus(conn: Conn | Db, dataset: string, opts: { 
     dependencyStaleSince: x.stale_since,
     staleRelations: x.stale ?? [],
     adoptUnverified: x.unverified ?? false,
+    sourceRewrite: x.rewrite,
     oldestPrepared: x.prepared,
     readers: await readerLeases(conn, dataset),
     ...(opts.retention ? { retained: await retentionStatus(conn, dataset), logHorizon: await logHorizonStatus(conn) } : {}),

@@ -8,6 +8,7 @@ export interface ProjectorMetrics {
   stopped(dataset: string, stopped: boolean): void;
   holding(dataset: string, held: boolean): void;
   sealHeld(dataset: string, seconds: number): void;
+  sourceRewritten(dataset: string, pending: boolean): void;
 }
 
 export function projectorMetrics(registry: Registry): ProjectorMetrics {
@@ -74,6 +75,12 @@ export function projectorMetrics(registry: Registry): ProjectorMetrics {
     labelNames: ['dataset'] as const,
     registers,
   });
+  const rewrittenGauge = new Gauge({
+    name: 'genfill_dataset_source_rewritten',
+    help: '1 while the dataset source changed without DML (a table rewrite, an enum label renamed) and no drift check has verified the active generation since: cutovers are refused',
+    labelNames: ['dataset'] as const,
+    registers,
+  });
   return {
     batch: (dataset, events, n, s) => {
       batches.observe({ dataset }, events);
@@ -89,5 +96,6 @@ export function projectorMetrics(registry: Registry): ProjectorMetrics {
     stopped: (dataset, stopped) => stoppedGauge.set({ dataset }, stopped ? 1 : 0),
     holding: (dataset, held) => holdingGauge.set({ dataset }, held ? 1 : 0),
     sealHeld: (dataset, s) => sealGauge.set({ dataset }, s),
+    sourceRewritten: (dataset, pending) => rewrittenGauge.set({ dataset }, pending ? 1 : 0),
   };
 }

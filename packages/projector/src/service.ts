@@ -153,6 +153,7 @@ export async function projectDataset(
         if (s) {
           o.metrics.lag(dataset, s.pendingEvents, s.lagSeconds);
           o.metrics.sealHeld(dataset, s.seal?.heldSeconds ?? 0);
+          o.metrics.sourceRewritten(dataset, s.sourceRewrite !== null);
         }
       }
       if (idle) {

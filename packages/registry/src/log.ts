@@ -37,6 +37,8 @@ export const RELEASE_ACTIONS = {
   unseal: 'unseal',
   /** A captured dependency changed (genfill.mark_dependency_stale, 0013). */
   dependencyChanged: 'dependency-changed',
+  /** → RECONCILIATION_REQUIRED: the source's rows changed without DML, e.g. ALTER … USING (genfill.mark_source_rewritten, 0030). */
+  sourceRewritten: 'source-rewritten',
   /** INGRESS_SEALED → CAUGHT_UP: the catch-up round to the barrier (0014). */
   caughtUp: 'caught-up',
   /** CAUGHT_UP → ACTIVE, and ACTIVE → SUPERSEDED of the release it replaced (genfill.cutover_switch, 0015). */
@@ -66,6 +68,8 @@ export const DATASET_ACTIONS = {
   retire: 'retire',
   /** A retired generation's table detached and dropped (genfill.record_generation_dropped, 0018). */
   generationDropped: 'generation-dropped',
+  /** The source's rows changed without DML: a table rewrite, an enum label renamed (genfill.mark_source_rewritten, 0030). */
+  sourceRewritten: 'source-rewritten',
 } as const;
 export type DatasetAction = (typeof DATASET_ACTIONS)[keyof typeof DATASET_ACTIONS];
 

@@ -190,7 +190,14 @@ describe('migrate', () => {
     const byTable = new Map<string, number>();
     for (const t of after.triggers) byTable.set(`${t.table}.${t.name}`, (byTable.get(`${t.table}.${t.name}`) ?? 0) + 1);
     for (const t of triggers) expect(byTable.get(`${t.table}.${t.name}`), `${t.file}: trigger ${t.name} on ${t.table}`).toBe(1);
-    expect(after.eventTriggers.map((e) => e.name)).toEqual(['genfill_capture_ddl_drop', 'genfill_capture_ddl_end', 'genfill_capture_ddl_start']);
+    expect(after.eventTriggers.map((e) => e.name)).toEqual([
+      'genfill_capture_ddl_drop',
+      'genfill_capture_ddl_end',
+      'genfill_capture_ddl_rewrite',
+      'genfill_capture_ddl_start',
+      'genfill_capture_ddl_type_end',
+      'genfill_capture_ddl_type_start',
+    ]);
   });
 
   it('records the sha256 of every function file it applied', async () => {

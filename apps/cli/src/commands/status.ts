@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { InvalidInputError, NotFoundError, type ReleaseState } from '@genfill/contracts';
-import { projectorStatus, type ProjectorStatus } from '@genfill/projector';
+import { projectorStatus, type ProjectorStatus, type SourceRewrite } from '@genfill/projector';
 import {
   formatDuration,
   latestThrottleDecision,
@@ -209,6 +209,17 @@ async function watch(ctx: Context, db: Db, release: string, intervalMs: number):
   ctx.io.out(describeStatus(await releaseStatus(db, release)));
 }
 
+/** A change of the source without DML that no drift check has verified since: cutovers wait for one. */
+function describeSourceRewrite(dataset: string, r: SourceRewrite): string[] {
+  const what = `  SOURCE REWRITTEN at ${r.at}: ${r.command} on ${r.table} (${r.reasons.join(', ')}) by ${r.principal} changed rows without DML; cutovers are refused until a drift check verifies the active generation`;
+  if (!r.driftCheck) return [what, `    run \`genfill reconcile --dataset ${dataset}\``];
+  return [
+    what,
+    `    the drift check at ${r.driftCheck.at} found ${r.driftCheck.missing} missing and ${r.driftCheck.extra} extra rows (keys ${JSON.stringify(r.driftCheck.sample ?? [])}):`,
+    `    UPDATE those keys of ${r.table} (a column set to itself logs them), let the projector apply them, then run \`genfill reconcile --dataset ${dataset}\` again`,
+  ];
+}
+
 function describeDatasetStatus(s: ProjectorStatus): string {
   const lines = [`dataset ${s.dataset}: active generation ${s.generation ?? '(none)'}, source ${s.sourceTable ?? '(not captured)'}`];
   lines.push(
@@ -221,6 +232,7 @@ function describeDatasetStatus(s: ProjectorStatus): string {
   if (s.stop) lines.push(`  STOPPED at key ${JSON.stringify(s.stop.key)} (event ${s.stop.eventId}): ${s.stop.error}\n    fix the transform, or: genfill quarantine ${s.dataset} --key '${JSON.stringify(s.stop.key)}' --reason …`);
   if (s.quarantinedKeys > 0) lines.push(`  quarantined keys: ${s.quarantinedKeys}`);
   if (s.dependencyStaleSince) lines.push(`  DEPENDENCY_STALE since ${s.dependencyStaleSince}: ${s.staleRelations.join(', ')} changed; a rebuild release clears it`);
+  if (s.sourceRewrite) lines.push(...describeSourceRewrite(s.dataset, s.sourceRewrite));
   if (s.adoptUnverified) lines.push(`  adopted rows unverified: \`genfill reconcile --dataset ${s.dataset}\` compares them with the transform map`);
   if (s.oldestPrepared) lines.push(`  prepared transaction ${s.oldestPrepared.gid} (since ${s.oldestPrepared.prepared}, ${s.oldestPrepared.owner}) holds every frontier back`);
   lines.push(s.readers.length === 0 ? '  readers: no live reader lease' : `  readers: ${s.readers.length} live reader lease${s.readers.length === 1 ? '' : 's'}`);

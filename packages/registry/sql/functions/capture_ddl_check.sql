@@ -2,7 +2,11 @@
 -- `p_dropped`: tables whose capture triggers a DROP removed (the table itself may be gone).
 -- Refuses (raises) when a captured table is left with any capture_problems; otherwise, when
 -- its columns changed, moves every open release whose source it is to
--- RECONCILIATION_REQUIRED (logged as 'source-changed') and stores the new column list.
+-- RECONCILIATION_REQUIRED (logged as 'source-changed') and stores the new column list. A
+-- column that kept its number and name but changed its type changed its values without DML
+-- (timestamp → timestamptz needs no rewrite, so the table_rewrite trigger of
+-- capture_ddl_rewrite.sql does not see it): the dataset is marked too
+-- (genfill.mark_source_rewritten, migration 0030).
 CREATE OR REPLACE FUNCTION genfill.capture_ddl_check(p_roots oid[], p_dropped text[], p_command text) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -14,6 +18,7 @@ DECLARE
   cap record;
   p text[];
   cols text[];
+  retyped text[];
   r record;
 BEGIN
   FOREACH d IN ARRAY coalesce(p_dropped, '{}') LOOP
@@ -54,6 +59,16 @@ BEGIN
                 jsonb_build_object('table', cap.source_table, 'command', p_command,
                                    'columnsBefore', to_jsonb(cap.column_snapshot), 'columnsAfter', to_jsonb(cols)));
       END LOOP;
+      retyped := ARRAY(SELECT format('%s: %s → %s', a.attname, substr(o.e, length(x.p) + 1), format_type(a.atttypid, a.atttypmod))
+                         FROM pg_attribute a
+                        CROSS JOIN LATERAL (SELECT format('%s:%s:', a.attnum, a.attname) AS p) AS x
+                         JOIN unnest(cap.column_snapshot) AS o (e) ON starts_with(o.e, x.p)
+                        WHERE a.attrelid = cap.relid AND a.attnum > 0 AND NOT a.attisdropped
+                          AND o.e <> x.p || format_type(a.atttypid, a.atttypmod)
+                        ORDER BY a.attnum);
+      IF cardinality(retyped) > 0 THEN
+        PERFORM genfill.mark_source_rewritten(cap.relid, p_command, ARRAY['column-type'], jsonb_build_object('columns', to_jsonb(retyped)));
+      END IF;
       UPDATE genfill.captures c SET column_snapshot = cols
        WHERE c.source_table = cap.source_table AND c.column_snapshot IS NOT DISTINCT FROM cap.column_snapshot;
     END IF;

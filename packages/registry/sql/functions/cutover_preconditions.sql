@@ -20,6 +20,7 @@ DECLARE
   v_cf text;
   v_along text;
   v_switch boolean := p_phase = 'switch';
+  v_rw jsonb;
 BEGIN
   IF p_phase NOT IN ('start', 'switch') THEN
     RAISE EXCEPTION 'unknown cutover phase %: start or switch', p_phase USING ERRCODE = '22023';
@@ -100,6 +101,18 @@ BEGIN
     FROM (SELECT 1) AS one LEFT JOIN genfill.frontiers f ON f.dataset = rel.dataset AND f.generation = ds.active_generation;
   RETURN QUERY SELECT 'dependencies'::text, NOT fr.stale,
     CASE WHEN fr.stale THEN format('dataset %s is DEPENDENCY_STALE', rel.dataset) ELSE 'no captured dependency changed' END;
+  -- The source changed without DML (a table rewrite, an enum label renamed: migration 0030):
+  -- the active generation, which carry copies and a rollback returns to, is verified again first.
+  v_rw := genfill.source_rewrite_pending(rel.dataset);
+  RETURN QUERY SELECT 'source-rewrite'::text, v_rw IS NULL,
+    CASE WHEN v_rw IS NULL THEN 'no change of the source without DML awaits a drift check'
+         WHEN v_rw->'driftCheck' IS NULL OR jsonb_typeof(v_rw->'driftCheck') = 'null' THEN
+           format('%s changed rows of %s without DML at %s (%s, by %s): the active generation %s may no longer be the transform of its source; run `genfill reconcile --dataset %s` (as the reconciler''s login) to verify it',
+                  v_rw->>'command', v_rw->>'table', v_rw->>'at', (SELECT string_agg(x, ', ') FROM jsonb_array_elements_text(v_rw->'reasons') AS x),
+                  v_rw->>'principal', ds.active_generation, rel.dataset)
+         ELSE format('%s changed rows of %s without DML at %s; the drift check at %s found %s missing and %s extra rows in the active generation %s (keys %s): make the source log those keys (an UPDATE of each, e.g. setting a column to itself), let the projector apply them, then run `genfill reconcile --dataset %s` again',
+                     v_rw->>'command', v_rw->>'table', v_rw->>'at', v_rw->'driftCheck'->>'at', v_rw->'driftCheck'->>'missing', v_rw->'driftCheck'->>'extra',
+                     ds.active_generation, v_rw->'driftCheck'->'sample', rel.dataset) END;
   RETURN QUERY SELECT 'projector'::text, fr.frontier IS NOT NULL AND fr.stop IS NULL,
     CASE WHEN fr.frontier IS NULL THEN format('dataset %s has no projector frontier (adopt with capture)', rel.dataset)
          WHEN fr.stop IS NOT NULL THEN format('the projector of %s stopped at key %s (quarantine it or fix the transform)', rel.dataset, fr.stop)

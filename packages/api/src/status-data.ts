@@ -18,6 +18,7 @@ import {
   type Db,
   type ThrottleDecisionSummary,
 } from '@genfill/registry';
+import { type DriftVerdict, lastDriftChecks } from '@genfill/projector';
 import { loadHeatmap, type Heatmap } from './heatmap.ts';
 import { projectorLag, type ProjectorLag } from './projector-lag.ts';
 
@@ -85,6 +86,8 @@ export interface DatasetOverview {
   activeGeneration: string | null;
   ingress: { state: string; epoch: number };
   lag: ProjectorLag | null;
+  /** The drift check's last verdict (issue 29), null before the first. */
+  drift: DriftVerdict | null;
 }
 
 export interface StatusData {
@@ -192,12 +195,14 @@ async function datasets(conn: Conn): Promise<DatasetOverview[]> {
     'SELECT name, target_table, active_generation, ingress_state, ingress_epoch::text FROM genfill.datasets ORDER BY name',
   );
   const lag = new Map((await projectorLag(conn)).map((l) => [l.dataset, l]));
+  const drift = await lastDriftChecks(conn);
   return rows.map((d) => ({
     name: d.name,
     targetTable: d.target_table,
     activeGeneration: d.active_generation,
     ingress: { state: d.ingress_state, epoch: Number(d.ingress_epoch) },
     lag: lag.get(d.name) ?? null,
+    drift: drift.get(d.name) ?? null,
   }));
 }
 

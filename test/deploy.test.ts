@@ -92,7 +92,7 @@ describe('deploy/', () => {
     expect(readDocuments(join(EXAMPLE, 'workers/order-tax-fix-3.yaml'))).toEqual(releaseWorkers({ release: spec.release, workers: spec.budget.workers }));
   });
 
-  it('alerts on projector lag, a long seal, the log horizon, failed partitions and a release past its deadline — promtool checks and fires each', () => {
+  it('alerts on projector lag, a long seal, the log horizon, failed partitions, a release past its deadline, a drifted dataset and a failing drift check — promtool checks and fires each', () => {
     const rule = readDocuments(join(BASE, 'alerts.yaml'))[0]!;
     const dir = mkdtempSync(join(tmpdir(), 'genfill-alerts-'));
     writeFileSync(join(dir, 'rules.yaml'), stringify(rule.spec));
@@ -107,6 +107,8 @@ describe('deploy/', () => {
     expect(exprs.GenfillLogHorizonHeldBack).toContain('genfill_log_horizon_age_seconds');
     expect(exprs.GenfillPartitionsFailed).toMatch(/genfill_release_partitions\{status="FAILED"\}/);
     expect(exprs.GenfillReleasePastDeadline).toContain('genfill_release_deadline_timestamp_seconds');
+    expect(exprs.GenfillDatasetDrifted).toContain('genfill_dataset_drift_rows');
+    expect(exprs.GenfillDriftCheckFailing).toContain('genfill_dataset_drift_check_failing');
 
     // Each alert fires on series shaped as the services export them, and stays quiet below its threshold.
     // An hour of samples a minute apart; the alerts are evaluated at 45 minutes.
@@ -116,6 +118,8 @@ describe('deploy/', () => {
       ['genfill_log_horizon_age_seconds{service="projector"}', '200000+60x60', '3600+60x60'],
       ['genfill_release_partitions{release="r@1",status="FAILED",service="api",pod="api-0"}', '2x60', '0x60'],
       ['genfill_release_deadline_timestamp_seconds{release="r@1",service="api",pod="api-0"}', '0x60', '1e12x60'],
+      ['genfill_dataset_drift_rows{dataset="orders",service="reconciler"}', '2x60', '0x60'],
+      ['genfill_dataset_drift_check_failing{dataset="orders",service="reconciler"}', '1x60', '0x60'],
     ];
     const expected = {
       GenfillProjectorLagging: { dataset: 'orders', severity: 'warning' },
@@ -123,6 +127,8 @@ describe('deploy/', () => {
       GenfillLogHorizonHeldBack: { severity: 'warning' },
       GenfillPartitionsFailed: { release: 'r@1', severity: 'warning' },
       GenfillReleasePastDeadline: { release: 'r@1', severity: 'warning' },
+      GenfillDatasetDrifted: { dataset: 'orders', severity: 'critical' },
+      GenfillDriftCheckFailing: { dataset: 'orders', severity: 'warning' },
     };
     // Annotations are templates promtool checked above; the unit test compares labels only.
     const bare = { groups: rule.spec.groups.map((g: Obj) => ({ ...g, rules: g.rules.map(({ annotations: _a, ...r }: Obj) => r) })) };

@@ -1,7 +1,8 @@
 // The reconciler service's entry point (one replica): every --interval it reconciles
 // each BUILT release once (BUILT → RECONCILED or RECONCILIATION_REQUIRED) and executes the
 // people's reconcile requests; verdicts and findings go to the registry, nothing to the pod's
-// disk. SIGTERM stops it after the reconciliation in progress (exit 0).
+// disk. It checks every live dataset for drift on GENFILL_DRIFT_CHECK_EVERY (at once after a
+// cutover). SIGTERM stops it after the reconciliation in progress (exit 0).
 //   node --import tsx apps/reconciler/src/main.ts [--interval <duration>] [--once [--json]]
 //   genfill reconciler …   (the same service)
 import { runReconcilerService, type ReconcilerRoundResult } from '@genfill/reconcile';
@@ -28,6 +29,13 @@ function describeRound(r: ReconcilerRoundResult): string {
     if (h.cleanup?.skipped) lines.push(`  cleanup skipped: ${h.cleanup.skipped}`);
     for (const e of h.errors) lines.push(`  ${e.step} failed: ${e.error}`);
   }
+  for (const d of r.drift?.checked ?? []) {
+    lines.push(
+      `  drift check #${d.check} of ${d.dataset}/${d.generation} (${d.reason}): ${d.verified ? 'no drift' : `DRIFTED — ${d.missing} rows missing or different, ${d.extra} extra, ${d.driftedKeys} keys`}; ${d.rowsChecked} rows checked in ${d.ms} ms`,
+    );
+    for (const k of d.sample) lines.push(`    ${JSON.stringify(k)}`);
+  }
+  for (const d of r.drift?.failed ?? []) lines.push(`  drift check of ${d.dataset} did not complete: ${d.error}`);
   return lines.join('\n');
 }
 
@@ -37,6 +45,7 @@ export const reconciler = defineService({
     'the reconciler service: every --interval, reconcile each BUILT release once (BUILT → RECONCILED or ' +
     'RECONCILIATION_REQUIRED), storing every verdict and finding in the registry, then retire old generations past their ' +
     'rollback window and reader leases, prune the change log below its horizon and clean up the queues of finished releases; ' +
+    'check every live dataset against its transform map every GENFILL_DRIFT_CHECK_EVERY (default 1h; a new active generation at once); ' +
     'SIGTERM stops it after the reconciliation in progress',
   flags: {
     interval: flag.duration('time between rounds', 10_000, 's'),

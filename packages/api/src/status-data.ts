@@ -19,7 +19,7 @@ import {
   type Db,
   type ThrottleDecisionSummary,
 } from '@genfill/registry';
-import type { SourceRewrite } from '@genfill/projector';
+import { type DriftVerdict, lastDriftChecks, type SourceRewrite } from '@genfill/projector';
 import { loadHeatmap, type Heatmap } from './heatmap.ts';
 import { projectorLag, type ProjectorLag } from './projector-lag.ts';
 
@@ -89,6 +89,8 @@ export interface DatasetOverview {
   lag: ProjectorLag | null;
   /** The source changed without DML and no drift check has verified the active generation since: cutovers are refused. */
   sourceRewrite: SourceRewrite | null;
+  /** The drift check's last verdict (issue 29), null before the first. */
+  drift: DriftVerdict | null;
 }
 
 export interface StatusData {
@@ -196,6 +198,7 @@ async function datasets(conn: Conn): Promise<DatasetOverview[]> {
     'SELECT name, target_table, active_generation, ingress_state, ingress_epoch::text, genfill.source_rewrite_pending(name) AS rewrite FROM genfill.datasets ORDER BY name',
   );
   const lag = new Map((await projectorLag(conn)).map((l) => [l.dataset, l]));
+  const drift = await lastDriftChecks(conn);
   return rows.map((d) => ({
     name: d.name,
     targetTable: d.target_table,
@@ -203,6 +206,7 @@ async function datasets(conn: Conn): Promise<DatasetOverview[]> {
     ingress: { state: d.ingress_state, epoch: Number(d.ingress_epoch) },
     lag: lag.get(d.name) ?? null,
     sourceRewrite: d.rewrite,
+    drift: drift.get(d.name) ?? null,
   }));
 }
 

@@ -63,6 +63,18 @@ function releaseTable(data: StatusData, now: number): string {
   return `<table><thead><tr><th>Release</th><th>Dataset → generation</th><th>State</th><th>Progress</th><th>rows/s</th><th>ETA</th><th>Pause</th><th>Throttle</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
 }
 
+// --- The drift check's last verdict per dataset (issue 29): the count, the keys it names (a
+// bounded sample: keys, no row image, as the findings), when, and whether it is the active generation's.
+function driftCell(d: DatasetOverview, now: number): string {
+  const v = d.drift;
+  if (!v) return '<span class="muted">not checked yet</span>';
+  const when = `<span class="muted" title="${esc(v.finishedAt)}">${esc(ago(new Date(v.finishedAt), now))}, ${esc(v.generation)}${v.current ? '' : ' (not the active generation)'}</span>`;
+  if (v.driftedRows === 0) return `<span class="ok">no drift</span> in ${num(v.rowsChecked)} rows; ${when}`;
+  const keys = v.keySample.map((k) => `<code>${esc(JSON.stringify(k))}</code>`).join(' ');
+  const more = v.driftedKeys > v.keySample.length ? ` … and ${num(v.driftedKeys - v.keySample.length)} more` : '';
+  return `<span class="bad">DRIFTED: ${num(v.driftedRows)} rows</span> (${num(v.driftedKeys)} keys: ${keys}${more}); ${when}`;
+}
+
 function datasetTable(list: DatasetOverview[], now: number): string {
   if (list.length === 0) return '<p class="muted">No datasets yet.</p>';
   const rows = list.map((d) => {
@@ -78,10 +90,10 @@ function datasetTable(list: DatasetOverview[], now: number): string {
       : '';
     return (
       `<tr data-dataset="${esc(d.name)}"><td>${esc(d.name)}</td><td><code>${esc(d.targetTable)}</code></td><td>${esc(d.activeGeneration ?? '—')}</td>` +
-      `<td>${esc(d.ingress.state)} (epoch ${num(d.ingress.epoch)})</td><td class="lag">${lag}${rw}</td></tr>`
+      `<td>${esc(d.ingress.state)} (epoch ${num(d.ingress.epoch)})</td><td class="lag">${lag}${rw}</td><td class="drift">${driftCell(d, now)}</td></tr>`
     );
   });
-  return `<table><thead><tr><th>Dataset</th><th>Target</th><th>Active generation</th><th>Ingress</th><th>Projector lag</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+  return `<table><thead><tr><th>Dataset</th><th>Target</th><th>Active generation</th><th>Ingress</th><th>Projector lag</th><th>Drift check</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
 }
 
 function actions(r: ReleaseOverview, canOperate: boolean): string {

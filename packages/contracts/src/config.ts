@@ -145,6 +145,12 @@ export const configSchema = z.object({
   GENFILL_API_LOGIN_BURST: z.coerce.number().int().min(1).max(10_000).default(10),
   /** …and then per minute (a token bucket each; 429 with Retry-After past it). */
   GENFILL_API_LOGIN_PER_MINUTE: z.coerce.number().positive().max(60_000).default(6),
+  /**
+   * How often the reconciler service checks each live dataset against the transform map of its
+   * source (the drift check, issue 29); a new active generation is checked at once. Always with
+   * a unit (`1h`, `30m`); default hourly.
+   */
+  GENFILL_DRIFT_CHECK_EVERY: durationSetting({ bareUnit: null, min: 1000 }).default(3_600_000),
   GENFILL_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

@@ -43,6 +43,8 @@ export interface ProjectorStatus {
   retained?: RetainedGeneration[];
   /** With `retention`: the change log's pruning horizon (shared by every dataset) and what holds it back. */
   logHorizon?: LogHorizonStatus;
+  /** The last verdict of the drift check (genfill.drift_checks), whichever generation it checked. */
+  lastDriftCheck: DriftVerdict | null;
 }
 
 /** genfill.source_rewrite_pending: what changed the source without DML, and a later drift check's finding. */
@@ -169,6 +171,48 @@ export async function projectorStatus(conn: Conn | Db, dataset: string, opts: { 
     sourceRewrite: x.rewrite,
     oldestPrepared: x.prepared,
     readers: await readerLeases(conn, dataset),
+    lastDriftCheck: (await lastDriftChecks(conn, dataset)).get(dataset) ?? null,
     ...(opts.retention ? { retained: await retentionStatus(conn, dataset), logHorizon: await logHorizonStatus(conn) } : {}),
   };
+}
+
+// --- The drift check's last verdict (issue 29; migration 0032). The reconciler service checks
+// every live generation against its transform map of the source on a schedule and at once after
+// a cutover; `status --dataset` and the status page show the latest verdict. Keys, never rows.
+
+export interface DriftVerdict {
+  id: string;
+  generation: string;
+  /** The generation checked is the active one (false: the new one is not checked yet). */
+  current: boolean;
+  reason: 'schedule' | 'generation_changed' | 'manual';
+  frontier: string;
+  startedAt: string;
+  finishedAt: string;
+  rowsChecked: number;
+  /** Missing or different plus extra rows (a changed row counts in both). */
+  driftedRows: number;
+  missingRows: number;
+  extraRows: number;
+  pendingKeys: number;
+  /** Distinct drifted keys, and up to 20 of them. */
+  driftedKeys: number;
+  keySample: Record<string, unknown>[];
+  principal: string;
+}
+
+/** The latest drift verdict of each dataset (or of one). */
+export async function lastDriftChecks(conn: Conn | Db, dataset?: string): Promise<Map<string, DriftVerdict>> {
+  const { rows } = await conn.query<DriftVerdict & { dataset: string }>(
+    `SELECT DISTINCT ON (x.dataset) x.dataset, x.id::text AS id, x.generation, x.generation IS NOT DISTINCT FROM d.active_generation AS current, x.reason,
+            x.frontier::text AS frontier, to_json(x.started_at) #>> '{}' AS "startedAt", to_json(x.finished_at) #>> '{}' AS "finishedAt",
+            x.rows_checked::float8 AS "rowsChecked", x.drifted_rows::float8 AS "driftedRows", x.missing_rows::float8 AS "missingRows",
+            x.extra_rows::float8 AS "extraRows", x.pending_keys::float8 AS "pendingKeys", x.drifted_keys::float8 AS "driftedKeys",
+            x.key_sample AS "keySample", x.principal
+       FROM genfill.drift_checks x JOIN genfill.datasets d ON d.name = x.dataset
+      WHERE $1::text IS NULL OR x.dataset = $1
+      ORDER BY x.dataset, x.id DESC`,
+    [dataset ?? null],
+  );
+  return new Map(rows.map(({ dataset: ds, ...v }) => [ds, v]));
 }

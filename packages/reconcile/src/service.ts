@@ -10,6 +10,10 @@
 // After each round's reconciliations it keeps house (housekeeping.ts, migration 0018): retires
 // old generations past their rollback window and reader leases, prunes the change log below
 // its horizon, and cleans up the queues of releases past their rollback window.
+// And it runs the drift check of every live dataset on its schedule (drift-schedule.ts,
+// GENFILL_DRIFT_CHECK_EVERY): after each round, and between rounds each time it looks for
+// requests (every second), so a cutover's new generation is checked within about a second of
+// the switch, not a reconciler interval later. At most one check at a time, paced.
 // runReconcilerService is the foreground loop `genfill reconciler` runs, shaped like the
 // planner's runPlannerService (once, an abort signal that stops it after the reconciliation in
 // progress; apps/reconciler serves its metrics and probes); startReconcilerService is the same
@@ -19,6 +23,7 @@ import type { Logger, Registry } from '@genfill/observability';
 import { createServiceRedis, type Redis } from '@genfill/queue';
 import { HorizonHistory, housekeepingMetrics, type HousekeepingOptions, housekeepingRound, type HousekeepingResult } from '@genfill/retention';
 import { assertSchemaCurrent, createPool, serveRequests, waitServingRequests, type Db, type ServiceHandlers } from '@genfill/registry';
+import { DEFAULT_DRIFT_CHECK_EVERY_MS, driftMetrics, type DriftRoundResult, DriftSchedule } from './drift-schedule.ts';
 import { reconcileIncremental } from './incremental.ts';
 import { reconcile, type ReconcileOptions, type ReconcileResult } from './reconcile.ts';
 
@@ -31,6 +36,8 @@ export interface RoundResult {
   failed: { release: string; error: string }[];
   /** Retention, pruning and cleanup after the reconciliations (null when switched off). */
   housekeeping?: HousekeepingResult | null;
+  /** Drift checks run after the round (absent when none was due or the schedule is off). */
+  drift?: DriftRoundResult;
 }
 
 async function builtReleases(db: Db): Promise<string[]> {
@@ -89,6 +96,8 @@ export interface ReconcilerRunOptions {
   reconcile?: ServiceReconcileOptions;
   /** Retention, pruning and cleanup options; false switches housekeeping off. */
   housekeeping?: Omit<HousekeepingOptions, 'history' | 'dispatcher' | 'metrics' | 'ownerUrl'> | false;
+  /** The drift check's schedule (default config.GENFILL_DRIFT_CHECK_EVERY); false switches it off. */
+  drift?: { everyMs: number } | false;
 }
 
 export interface ReconcilerRunResult {
@@ -119,14 +128,36 @@ export async function runReconcilerService(opts: ReconcilerRunOptions): Promise<
       dispatcher: redis ? { redis, prefix: config.GENFILL_QUEUE_PREFIX } : null,
       ...(opts.registry ? { metrics: housekeepingMetrics(opts.registry) } : {}),
     };
+    const schedule =
+      opts.drift === false
+        ? null
+        : new DriftSchedule({
+            everyMs: opts.drift?.everyMs ?? config.GENFILL_DRIFT_CHECK_EVERY ?? DEFAULT_DRIFT_CHECK_EVERY_MS,
+            ...(opts.registry ? { metrics: driftMetrics(opts.registry) } : {}),
+          });
+    const driftLog = log.child({ step: 'drift' });
+    const drift = async (): Promise<DriftRoundResult | undefined> => {
+      if (!schedule || opts.signal?.aborted) return undefined;
+      return schedule.round(db, driftLog).catch((err) => {
+        driftLog.error({ err: (err as Error).message }, 'drift schedule failed; trying again');
+        return undefined;
+      });
+    };
+    const between = async () => {
+      await serve();
+      const d = await drift();
+      if (d && out.last && (d.checked.length || d.failed.length)) out.last.drift = d;
+    };
     while (!opts.signal?.aborted) {
       await serve();
       out.last = await reconcilingRound(db, log, { reconcile: opts.reconcile, stop: () => opts.signal?.aborted ?? false });
       if (keep && !opts.signal?.aborted) out.last.housekeeping = await housekeepingRound(db, log.child({ step: 'housekeeping' }), keep);
+      const d = await drift();
+      if (d) out.last.drift = d;
       out.rounds += 1;
       if (opts.once || opts.signal?.aborted) break;
       try {
-        await waitServingRequests(serve, intervalMs, opts.signal);
+        await waitServingRequests(between, intervalMs, opts.signal);
       } catch {
         break; // aborted while waiting: no reconciliation is in progress
       }
@@ -147,6 +178,8 @@ export interface ReconcilerServiceOptions {
   reconcile?: ServiceReconcileOptions;
   /** Retention, pruning and cleanup after each round (none when absent). */
   housekeeping?: HousekeepingOptions;
+  /** The drift check's schedule, run after each round (none when absent). */
+  drift?: DriftSchedule;
 }
 
 export interface ReconcilerService {
@@ -165,6 +198,7 @@ export function startReconcilerService(o: ReconcilerServiceOptions): ReconcilerS
     // One round at a time: the timer and a caller never reconcile the same release twice at once.
     running ??= reconcilingRound(o.db, log, { reconcile: o.reconcile, stop: () => closing })
       .then(async (r) => (o.housekeeping && !closing ? { ...r, housekeeping: await housekeepingRound(o.db, log, o.housekeeping) } : r))
+      .then(async (r) => (o.drift && !closing ? { ...r, drift: await o.drift.round(o.db, log.child({ step: 'drift' })) } : r))
       .finally(() => (running = undefined));
     return running;
   };

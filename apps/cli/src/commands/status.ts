@@ -234,11 +234,28 @@ function describeDatasetStatus(s: ProjectorStatus): string {
   if (s.dependencyStaleSince) lines.push(`  DEPENDENCY_STALE since ${s.dependencyStaleSince}: ${s.staleRelations.join(', ')} changed; a rebuild release clears it`);
   if (s.sourceRewrite) lines.push(...describeSourceRewrite(s.dataset, s.sourceRewrite));
   if (s.adoptUnverified) lines.push(`  adopted rows unverified: \`genfill reconcile --dataset ${s.dataset}\` compares them with the transform map`);
+  lines.push(...describeDriftCheck(s));
   if (s.oldestPrepared) lines.push(`  prepared transaction ${s.oldestPrepared.gid} (since ${s.oldestPrepared.prepared}, ${s.oldestPrepared.owner}) holds every frontier back`);
   lines.push(s.readers.length === 0 ? '  readers: no live reader lease' : `  readers: ${s.readers.length} live reader lease${s.readers.length === 1 ? '' : 's'}`);
   for (const r of s.readers) lines.push(`    generation ${r.generation}  holder ${r.holder}  by ${r.principal}  until ${r.expiresAt} (since ${r.takenAt})`);
   lines.push(...describeRetention(s));
   return lines.join('\n');
+}
+
+/** The drift check's last verdict (issue 29): what it found, when, and whether it checked the active generation. */
+function describeDriftCheck(s: ProjectorStatus): string[] {
+  const v = s.lastDriftCheck;
+  if (!v) return [`  drift check: none yet (the reconciler service checks every GENFILL_DRIFT_CHECK_EVERY; \`genfill reconcile --dataset ${s.dataset}\` now)`];
+  const what =
+    v.driftedRows === 0
+      ? 'no drift'
+      : `DRIFTED: ${v.driftedRows} rows (${v.missingRows} missing or different, ${v.extraRows} extra), ${v.driftedKeys} keys — a rebuild release fixes them`;
+  const lines = [
+    `  drift check #${v.id} of ${v.generation}${v.current ? '' : ' (not the active generation: the new one is checked next)'} at ${v.finishedAt} (${v.reason}): ${what}; ${v.rowsChecked} rows checked, ${v.pendingKeys} keys pending`,
+  ];
+  for (const k of v.keySample) lines.push(`    drifted key ${JSON.stringify(k)}`);
+  if (v.driftedKeys > v.keySample.length) lines.push(`    … and ${v.driftedKeys - v.keySample.length} more`);
+  return lines;
 }
 
 function bytes(n: number | null): string {

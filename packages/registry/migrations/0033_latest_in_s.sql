@@ -14,3 +14,10 @@
 -- index grows at its right edge (one page split per page of events, no jsonb comparison);
 -- 0012's dropped key index was the expensive kind.
 CREATE INDEX change_log_table_event_idx ON genfill.change_log (source_table, event_id);
+
+-- Issue 29, finding 6: a catch-up round is recorded in genfill.catchup_rounds only when it
+-- consumed events or ran to the barrier; the projector service ran an empty round every poll
+-- for every built candidate (~166,000 rows a day per release). The last round, recorded or
+-- not, is kept here for `status` ({id|null, to, toBarrier, events, upserted, tombstones,
+-- noops, root, recorded, at}); genfill_service's table-level UPDATE covers the column.
+ALTER TABLE genfill.catchup_frontiers ADD COLUMN last_round jsonb;

@@ -21,8 +21,8 @@
 // TABLE on a genfill-only relation, genfill.take_lock: no login outside genfill can hold it;
 // its wait ends with LockWaitTimeoutError after the session's lock_timeout).
 import { containmentMinimum, formatSnapshot, parseSnapshot } from '@genfill/capture';
-import { pgErrorCode, quoteIdent, RefusedError, SQLSTATE } from '@genfill/contracts';
-import { casTransition, qualifiedGenerationTable, RELEASE_ACTIONS, rootAgg, rowHashExpr, takeLock, withTransaction, type Conn, type Db } from '@genfill/registry';
+import { LockWaitTimeoutError, pgErrorCode, quoteIdent, RefusedError, SQLSTATE } from '@genfill/contracts';
+import { casTransition, holdLock, qualifiedGenerationTable, RELEASE_ACTIONS, rootAgg, rowHashExpr, takeLock, withTransaction, type Conn, type Db } from '@genfill/registry';
 import { applyStep, type Applied, EVENTS_TABLE, loadDataset } from '@genfill/projector';
 import { poisonStop, recordStop, stopAdvice, type SwitchStop } from './stops.ts';
 
@@ -77,7 +77,8 @@ const LIVE_STATES = ['BUILT', 'RECONCILED', 'APPROVED'];
 export interface CatchupRound {
   release: string;
   generation: string;
-  id: string;
+  /** The recorded round's id; null for a round that consumed nothing (not recorded, finding 6). */
+  id: string | null;
   from: string;
   to: string;
   toBarrier: boolean;
@@ -125,12 +126,26 @@ class CatchupPoison extends RefusedError {
   }
 }
 
+export const CATCHUP_DEFAULTS = {
+  /** How long a round waits out contention (the lock, a serialization failure) before it fails. */
+  retryForMs: 120_000,
+};
+
+/** Contention, not a refusal: another round's or a repair's lock, or a row it changed under this round's snapshot. */
+function isContention(err: unknown): boolean {
+  const code = pgErrorCode(err);
+  return err instanceof LockWaitTimeoutError || code === SQLSTATE.serializationFailure || code === SQLSTATE.deadlockDetected;
+}
+
 /**
  * One round of `release`'s candidate. Refused (exit 3) outside BUILT, RECONCILED, APPROVED and
- * INGRESS_SEALED. A round that waited for another one's lock read CF before that one committed
- * and fails to serialize: it runs again.
+ * INGRESS_SEALED. Contention is waited out, never reported as failure (issue 29, finding 5): the
+ * round takes the release's catch-up lock before its snapshot (oneRound), so it never reads CF
+ * or the candidate from before another round's commit; a serialization failure or a lock wait
+ * past lock_timeout that still happens is retried, with a growing pause, until `retryForMs`.
  */
-export async function catchupRound(db: Db, release: string): Promise<CatchupRound> {
+export async function catchupRound(db: Db, release: string, o: { retryForMs?: number } = {}): Promise<CatchupRound> {
+  const deadline = performance.now() + (o.retryForMs ?? CATCHUP_DEFAULTS.retryForMs);
   for (let attempt = 1; ; attempt++) {
     try {
       return await oneRound(db, release);
@@ -140,17 +155,30 @@ export async function catchupRound(db: Db, release: string): Promise<CatchupRoun
       if (err instanceof CatchupPoison) {
         throw new RefusedError(`${err.message}: ${stopAdvice(err.stop, await recordStop(db, err.stop), `the catch-up (or the cutover) of ${release}`)}`);
       }
-      if (pgErrorCode(err) !== SQLSTATE.serializationFailure || attempt >= 5) throw err;
+      if (!isContention(err) || performance.now() >= deadline) throw err;
+      await new Promise((r) => setTimeout(r, Math.min(1000, 10 * 2 ** Math.min(attempt, 7)) * (0.5 + Math.random() / 2)));
     }
   }
 }
 
 async function oneRound(db: Db, release: string): Promise<CatchupRound> {
   const started = performance.now();
+  // The lock first, held by a transaction of its own, THEN the REPEATABLE READ transaction: its
+  // snapshot is taken after any round or repair that held the lock committed. Taken inside the
+  // round's transaction, the wait for it was the statement that fixed the snapshot, and a round
+  // that waited always failed to serialize on the rows the other one wrote (issue 29, finding 5).
+  const held = (await holdLock(db, 'catchup', release, 'exclusive'))!;
+  try {
+    return await roundUnderLock(db, release, started);
+  } finally {
+    await held.release();
+  }
+}
+
+async function roundUnderLock(db: Db, release: string, started: number): Promise<CatchupRound> {
   return withTransaction(
     db,
     async (conn) => {
-      await lockCatchup(conn, release);
       const { rows: rel } = await conn.query<{ dataset: string; generation: string; state: string; expected_active: string | null; timezone: string }>(
         `SELECT dataset, generation, state, expected_active, timezone FROM genfill.releases WHERE id = $1`,
         [release],
@@ -203,7 +231,7 @@ async function oneRound(db: Db, release: string): Promise<CatchupRound> {
           },
         });
       } catch (err) {
-        if (!staged) throw err;
+        if (!staged || isContention(err)) throw err;
         throw new RefusedError(`catch-up of ${release} failed applying (${cf}, ${to}]: ${(err as Error).message}; nothing was applied`, { cause: err });
       }
       if (step.poison) {
@@ -218,23 +246,45 @@ async function oneRound(db: Db, release: string): Promise<CatchupRound> {
       const { rows: parts } = changed
         ? await conn.query<{ p: string[] }>(`SELECT coalesce(array_agg(p), '{}') AS p FROM genfill.partitions_at($1, $2::timestamptz[]) AS p`, [release, [...before, ...after]])
         : { rows: [{ p: [] as string[] }] };
-      await conn.query(
-        `INSERT INTO genfill.catchup_frontiers (release, snapshot, receipts_seen) VALUES ($1, $2::pg_snapshot, $3)
-         ON CONFLICT (release) DO UPDATE SET snapshot = EXCLUDED.snapshot, receipts_seen = EXCLUDED.receipts_seen, updated_at = clock_timestamp()`,
-        [release, to, receiptsSeen],
-      );
       const ms = Math.round((performance.now() - started) * 10) / 10;
-      const { rows: ins } = await conn.query<{ id: string }>(
-        `INSERT INTO genfill.catchup_rounds (release, generation, from_snapshot, to_snapshot, to_barrier, events, upserted, tombstones, noops, quarantined, root, ms)
-         VALUES ($1, $2, $3::pg_snapshot, $4::pg_snapshot, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id::text`,
-        [release, r.generation, cf, to, toBarrier, counts.events, counts.upserted, counts.flagged + counts.remembered, counts.noops, counts.quarantined, root, ms],
+      // Recorded only when it consumed events or is the round to the barrier (the switch's
+      // evidence): the service runs a round every poll for every built candidate, and an empty
+      // one each time filled genfill.catchup_rounds (~166,000 rows a day per release, issue 29,
+      // finding 6). Every round, recorded or not, is the candidate's `last_round` (status).
+      const record = counts.events > 0 || toBarrier;
+      let id: string | null = null;
+      if (record) {
+        const { rows: ins } = await conn.query<{ id: string }>(
+          `INSERT INTO genfill.catchup_rounds (release, generation, from_snapshot, to_snapshot, to_barrier, events, upserted, tombstones, noops, quarantined, root, ms)
+           VALUES ($1, $2, $3::pg_snapshot, $4::pg_snapshot, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id::text`,
+          [release, r.generation, cf, to, toBarrier, counts.events, counts.upserted, counts.flagged + counts.remembered, counts.noops, counts.quarantined, root, ms],
+        );
+        id = ins[0]!.id;
+      }
+      const last = {
+        id: id === null ? null : Number(id),
+        to,
+        toBarrier,
+        events: counts.events,
+        upserted: counts.upserted,
+        tombstones: counts.flagged + counts.remembered,
+        noops: counts.noops,
+        root,
+        recorded: record,
+      };
+      await conn.query(
+        `INSERT INTO genfill.catchup_frontiers (release, snapshot, receipts_seen, last_round)
+         VALUES ($1, $2::pg_snapshot, $3, $4::jsonb || jsonb_build_object('at', clock_timestamp()))
+         ON CONFLICT (release) DO UPDATE SET snapshot = EXCLUDED.snapshot, receipts_seen = EXCLUDED.receipts_seen,
+                                             last_round = EXCLUDED.last_round, updated_at = clock_timestamp()`,
+        [release, to, receiptsSeen, JSON.stringify(last)],
       );
       if (parts[0]!.p.length > 0) {
         await conn.query(
           `INSERT INTO genfill.catchup_touched (release, partition, round)
            SELECT $1, p, $3 FROM unnest($2::text[]) AS p
            ON CONFLICT (release, partition) DO UPDATE SET round = EXCLUDED.round`,
-          [release, parts[0]!.p, ins[0]!.id],
+          [release, parts[0]!.p, id],
         );
       }
       let caughtUp = false;
@@ -244,14 +294,14 @@ async function oneRound(db: Db, release: string): Promise<CatchupRound> {
           from: 'INGRESS_SEALED',
           to: 'CAUGHT_UP',
           action: RELEASE_ACTIONS.caughtUp,
-          detail: { round: ins[0]!.id, barrier: to, root },
+          detail: { round: id, barrier: to, root },
         });
         caughtUp = true;
       }
       return {
         release,
         generation: r.generation,
-        id: ins[0]!.id,
+        id,
         from: cf,
         to,
         toBarrier,

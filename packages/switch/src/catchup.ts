@@ -26,49 +26,83 @@ import { casTransition, holdLock, qualifiedGenerationTable, RELEASE_ACTIONS, roo
 import { applyStep, type Applied, EVENTS_TABLE, loadDataset } from '@genfill/projector';
 import { poisonStop, recordStop, stopAdvice, type SwitchStop } from './stops.ts';
 
-/**
- * The times (as instants, text) of the candidate's rows whose keys are staged: a zone-less
- * time column holds wall clocks of the release's region zone, converted with AT TIME ZONE.
- */
-function timesOfStaged(dataset: string, generation: string, key: string[], time: string, timeType: string, timezone: string): string {
-  const gen = qualifiedGenerationTable(dataset, generation);
+/** The table of the staged events' typed keys (stagedKeys): dropped at the round's commit. */
+export const STAGED_KEYS = 'pg_temp.gf_catchup_keys';
+
+/** A literal of `s` (release ids, generation names and zones are genfill's own, quoted all the same). */
+const lit = (s: string) => `'${s.replace(/'/g, "''")}'`;
+
+/** The instant (timestamptz) of `c`'s time column: a zone-less one holds wall clocks of the release's zone. */
+function instantOf(time: string, timeType: string, timezone: string): string {
   const t = `c.${quoteIdent(time)}`;
-  const zone = `'${timezone.replace(/'/g, "''")}'`;
-  const instant =
-    timeType === 'timestamp with time zone' ? t : timeType === 'date' ? `(${t}::timestamp AT TIME ZONE ${zone})` : `(${t} AT TIME ZONE ${zone})`;
-  return `SELECT coalesce(array_agg(${instant}::text), '{}') AS t
-            FROM ${EVENTS_TABLE} AS e, jsonb_populate_record(NULL::${gen}, e.key) AS k, ${gen} AS c
-           WHERE c.generation = '${generation.replace(/'/g, "''")}' AND ${key.map((k) => `c.${quoteIdent(k)} = k.${quoteIdent(k)}`).join(' AND ')}`;
+  const zone = lit(timezone);
+  return timeType === 'timestamp with time zone' ? t : timeType === 'date' ? `(${t}::timestamp AT TIME ZONE ${zone})` : `(${t} AT TIME ZONE ${zone})`;
+}
+
+/** The candidate's row of the key in `k`, through the generation's primary key (generation, key…): an index probe per key. */
+function rowOfKey(gen: string, generation: string, key: string[], select: string): string {
+  return `LEFT JOIN LATERAL (SELECT ${select} FROM ${gen} AS c
+                    WHERE c.generation = ${lit(generation)} AND ${key.map((k) => `c.${quoteIdent(k)} = k.${quoteIdent(k)}`).join(' AND ')}) AS c ON true`;
+}
+
+export interface CatchupStatements {
+  /** Stage the typed keys (one row per staged event) with their candidate row's time and whether a partition's build already holds the event. */
+  keys: string[];
+  /** The times (instants, text) of the candidate's rows of the staged keys before the apply (read by `keys`). */
+  before: string;
+  /** The same after the apply. */
+  times: string;
+  /** Drop the staged events a partition's build already holds (heldByWatermarks, below). */
+  held: string;
 }
 
 /**
- * Drop from the staged events those a partition's own build already held: the key's candidate
- * row was written by that partition's build (or carry copy, or repair) and never since by
- * catch-up (`_gf_rev` 0), and the event is visible in the watermark of the partition's current
- * receipt — so the row already is the transform of this image or a later one. Re-applying it
- * would rewrite the same row; it is a no-op instead (an update committed inside a partition's
- * watermark is not applied twice, one committed after it is). The round's root still covers it.
+ * The statements a round runs over its staged events besides the apply, each driven by the
+ * staged events and joined to the candidate through its primary key (issue 29, finding 8): the
+ * events' jsonb keys are typed ONCE into a temporary table of their own (analysed: the planner
+ * knows its size and how many events are held), and every lookup of a candidate row is a
+ * LATERAL probe of the primary key per key. Before, the candidate was joined to
+ * `jsonb_populate_record(e.key)` by a filter: on a candidate never analysed the planner took it
+ * for one row and nested a scan of every staged event inside every candidate row (100k × 40k
+ * pg_visible_in_snapshot calls, minutes), whatever the estimates, that shape cannot come back.
+ *
+ * Held: the key's candidate row was written by a partition's build (or carry copy, or repair)
+ * and never since by catch-up (`_gf_rev` 0), and the event is visible in the watermark of the
+ * partition's current receipt — so the row already is the transform of this image or a later
+ * one. Re-applying it would rewrite the same row; it is a no-op instead (an update committed
+ * inside a partition's watermark is not applied twice, one committed after it is). The round's
+ * root still covers it.
  */
-function heldByWatermarks(dataset: string, generation: string, key: string[], time: string, timeType: string, timezone: string): string {
-  const gen = qualifiedGenerationTable(dataset, generation);
-  const t = `c.${quoteIdent(time)}`;
-  const zone = `'${timezone.replace(/'/g, "''")}'`;
-  const instant =
-    timeType === 'timestamp with time zone' ? t : timeType === 'date' ? `(${t}::timestamp AT TIME ZONE ${zone})` : `(${t} AT TIME ZONE ${zone})`;
-  return `WITH b AS MATERIALIZED (
+export function catchupStatements(o: { release: string; dataset: string; generation: string; key: string[]; time: string; timeType: string; timezone: string }): CatchupStatements {
+  const gen = qualifiedGenerationTable(o.dataset, o.generation);
+  const at = instantOf(o.time, o.timeType, o.timezone);
+  const typed = o.key.map((k) => `k.${quoteIdent(k)}`).join(', ');
+  return {
+    keys: [
+      `DROP TABLE IF EXISTS ${STAGED_KEYS}`,
+      `CREATE TEMPORARY TABLE gf_catchup_keys ON COMMIT DROP AS
+  WITH b AS MATERIALIZED (
       SELECT array_agg(p.lower ORDER BY p.lower) AS lo, array_agg(p.upper ORDER BY p.lower) AS hi, array_agg(w.watermark ORDER BY p.lower) AS wm
         FROM genfill.partitions p
         LEFT JOIN LATERAL (SELECT rc.watermark FROM genfill.current_receipts rc
                             WHERE rc.release = p.release AND rc.partition = p.id
                             ORDER BY rc.id DESC LIMIT 1) w ON true
-       WHERE p.release = $1),
-    h AS (SELECT e.event_id, e.txid, width_bucket(${instant}, b.lo) AS i, ${instant} AS at
-            FROM ${EVENTS_TABLE} AS e, jsonb_populate_record(NULL::${gen}, e.key) AS k, ${gen} AS c, b
-           WHERE c.generation = '${generation.replace(/'/g, "''")}' AND ${key.map((k) => `c.${quoteIdent(k)} = k.${quoteIdent(k)}`).join(' AND ')}
-             AND c._gf_rev = 0 AND NOT c._gf_deleted)
-  DELETE FROM ${EVENTS_TABLE} AS e USING h, b
-   WHERE e.event_id = h.event_id AND h.i >= 1 AND (h.at < b.hi[h.i] OR b.hi[h.i] = '9999-12-31 00:00:00+00')
-     AND b.wm[h.i] IS NOT NULL AND pg_visible_in_snapshot(h.txid, b.wm[h.i])`;
+       WHERE p.release = ${lit(o.release)})
+  SELECT e.event_id, ${typed}, c.at,
+         coalesce(c.fresh AND x.i >= 1 AND (c.at < b.hi[x.i] OR b.hi[x.i] = '9999-12-31 00:00:00+00')
+                  AND b.wm[x.i] IS NOT NULL AND pg_visible_in_snapshot(e.txid, b.wm[x.i]), false) AS held
+    FROM ${EVENTS_TABLE} AS e
+   CROSS JOIN b
+   CROSS JOIN LATERAL jsonb_populate_record(NULL::${gen}, e.key) AS k
+   ${rowOfKey(gen, o.generation, o.key, `${at} AS at, c._gf_rev = 0 AND NOT c._gf_deleted AS fresh`)}
+   CROSS JOIN LATERAL (SELECT width_bucket(c.at, b.lo) AS i) AS x`,
+      `ANALYZE ${STAGED_KEYS}`,
+    ],
+    before: `SELECT coalesce(array_agg(k.at::text) FILTER (WHERE k.at IS NOT NULL), '{}') AS t FROM ${STAGED_KEYS} AS k`,
+    times: `SELECT coalesce(array_agg(c.at::text) FILTER (WHERE c.at IS NOT NULL), '{}') AS t
+              FROM ${STAGED_KEYS} AS k ${rowOfKey(gen, o.generation, o.key, `${at} AS at`)}`,
+    held: `DELETE FROM ${EVENTS_TABLE} AS e USING ${STAGED_KEYS} AS k WHERE k.held AND e.event_id = k.event_id`,
+  };
 }
 
 /** States in which a candidate follows the live frontier (the state does not change). */
@@ -211,7 +245,7 @@ async function roundUnderLock(db: Db, release: string, started: number): Promise
       const ds = await loadDataset(conn, r.dataset, { generation: r.generation });
       // The partitions this round changes rows in: where the staged keys' rows are before the
       // apply, and where they are after it (a moved row touches both).
-      const times = timesOfStaged(ds.name, r.generation, ds.key, ds.time, ds.timeType, r.timezone);
+      const st = catchupStatements({ release, dataset: ds.name, generation: r.generation, key: ds.key, time: ds.time, timeType: ds.timeType, timezone: r.timezone });
       let before: string[] = [];
       let root = '';
       let held = 0;
@@ -221,13 +255,14 @@ async function roundUnderLock(db: Db, release: string, started: number): Promise
         step = await applyStep(conn, ds, { from: cf, to }, {
           staged: async () => {
             staged = true;
-            before = (await conn.query<{ t: string[] }>(times)).rows[0]!.t;
+            for (const q of st.keys) await conn.query(q);
+            before = (await conn.query<{ t: string[] }>(st.before)).rows[0]!.t;
             // The root covers every (key, revision) the round consumed, held ones included: recomputable from the log.
             const { rows: rootRow } = await conn.query<{ root: string }>(
               `SELECT ${rootAgg(rowHashExpr(['key', 'revision'], 'e'))}::text AS root FROM ${EVENTS_TABLE} AS e`,
             );
             root = rootRow[0]!.root;
-            held = (await conn.query(heldByWatermarks(ds.name, r.generation, ds.key, ds.time, ds.timeType, r.timezone), [release])).rowCount ?? 0;
+            held = (await conn.query(st.held)).rowCount ?? 0;
           },
         });
       } catch (err) {
@@ -241,7 +276,7 @@ async function roundUnderLock(db: Db, release: string, started: number): Promise
       }
       const applied = step.counts;
       const counts = { ...applied, events: applied.events + held, noops: applied.noops + held };
-      const after = (await conn.query<{ t: string[] }>(times)).rows[0]!.t;
+      const after = (await conn.query<{ t: string[] }>(st.times)).rows[0]!.t;
       const changed = counts.upserted + counts.flagged + counts.remembered > 0;
       const { rows: parts } = changed
         ? await conn.query<{ p: string[] }>(`SELECT coalesce(array_agg(p), '{}') AS p FROM genfill.partitions_at($1, $2::timestamptz[]) AS p`, [release, [...before, ...after]])

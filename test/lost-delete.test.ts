@@ -4,17 +4,17 @@
 // the carry chunks' watermark and so the candidate's catch-up frontier; catch-up, the switch
 // apply and the tail check stage each key's latest event visible in S over the whole log, so
 // T_b's superseded insert never lands in the candidate, whether its key is in a carry chunk
-// or in a build partition.
+// or in a build partition, and readers of the view never see it after the cutover.
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '@genfill/observability';
 import { projectDataset, runBatch } from '@genfill/projector';
-import { createPool } from '@genfill/registry';
-import { verifyTail } from '@genfill/reconcile';
-import { catchupRound } from '@genfill/switch';
+import { createPool, type Db } from '@genfill/registry';
+import { reconcile, verifyTail } from '@genfill/reconcile';
+import { catchupRound, cutoverRelease } from '@genfill/switch';
 import { buildAll, candidate, plannedRelease, seedAdopted } from '../packages/reconcile/test/fixtures.ts';
 import { startBuilding } from '@genfill/planner';
-import { createTestDatabase, keepOnFailure } from './support/db.ts';
+import { createTestDatabase, keepOnFailure, urlAs } from './support/db.ts';
 
 const tdb = await createTestDatabase('lostdelete');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'lostdelete-test', 8);
@@ -22,19 +22,23 @@ const log = createLogger('lostdelete-test', 'silent');
 const drain = () => projectDataset('orders_enriched', { db, log, untilIdle: true, id: 'lostdelete-test', leaseMs: 60_000 });
 const CARRIED = 90001; // 2025-07-05: outside the release's range, copied by a carry chunk
 const BUILT = 90002; // 2025-07-02: inside the range, written by a build partition
+let bob: Db;
 
 beforeAll(async () => {
   await seedAdopted(tdb, db, { from: '2025-07-01T00:00:00Z', days: 5, perDay: 24 });
+  await tdb.pool.query('GRANT genfill_approver TO genfill_bob');
+  bob = createPool({ DATABASE_URL: urlAs(tdb, 'genfill_bob') } as never, 'bob', 2);
   await plannedRelease(db, { id: 'ld@1', generation: 'g3', from: '2025-07-02T00:00:00Z', to: '2025-07-04T00:00:00Z' });
   await drain();
 });
 afterAll(async () => {
+  await bob.end();
   await db.end();
 });
 beforeEach(() => keepOnFailure(tdb));
 
 describe('a delete whose transaction id is older than the insert it deletes', () => {
-  it('stays deleted in the candidate through a capped frontier, a carry chunk, a build partition and catch-up, and the tail check agrees', async () => {
+  it('stays deleted through a capped frontier, a carry chunk, a build partition, catch-up, the tail check and the cutover: readers never see it', async () => {
     const a = new pg.Client({ connectionString: tdb.url });
     await a.connect();
     try {
@@ -85,6 +89,15 @@ describe('a delete whose transaction id is older than the insert it deletes', ()
       const tail = await verifyTail(db, 'ld@1', prefix);
       expect(tail.keys).toBeGreaterThanOrEqual(2);
       expect(tail.mismatches).toEqual([]);
+
+      // Reconciled, approved, cut over: readers of the view do not see the deleted keys.
+      const rec = await reconcile(db, 'ld@1');
+      expect(rec.state).toBe('RECONCILED');
+      await bob.query('SELECT * FROM genfill.approve($1, $2)', ['ld@1', rec.id]);
+      const cut = await cutoverRelease(db, 'ld@1', { holder: 'lost-delete-test', leaseMs: 60_000 });
+      expect(cut).toMatchObject({ ok: true, to: 'g3' });
+      const { rows: view } = await db.query(`SELECT order_id FROM public.orders_enriched WHERE order_id IN (${CARRIED}, ${BUILT})`);
+      expect(view).toEqual([]);
     } finally {
       await a.end();
     }

@@ -137,10 +137,15 @@ ins AS (
    WHERE t._gf_rev < EXCLUDED._gf_rev
   RETURNING 1
 ),
+-- Deletes, and upserts the transform yields no row for: two branches, so the second is an
+-- anti-join. As one "op = 'delete' OR NOT EXISTS (…)" it was a subquery per event, hashed only
+-- while matched fits work_mem: a 1M-event catch-up round scanned matched once per event.
 gone AS MATERIALIZED (
+  SELECT k.* FROM qk AS k WHERE (SELECT ok FROM ok) AND k.op = 'delete'
+  UNION ALL
   SELECT k.* FROM qk AS k
-   WHERE (SELECT ok FROM ok)
-     AND (k.op = 'delete' OR NOT EXISTS (SELECT 1 FROM matched AS m WHERE m.gf_event = k.event_id))
+   WHERE (SELECT ok FROM ok) AND k.op <> 'delete'
+     AND NOT EXISTS (SELECT 1 FROM matched AS m WHERE m.gf_event = k.event_id)
 ),
 flag AS (
   UPDATE ${gen} AS t SET _gf_deleted = true, _gf_rev = g.revision

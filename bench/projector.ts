@@ -8,13 +8,15 @@
 //           no log, no version check. Interleaved a b | b a …, each round on fresh events.
 //           Targets: (a) ≥ 20,000 events/s (goal 50,000); the ratio a/b shows what the log,
 //           the latest-per-key and the tombstones cost over the bare write.
-//   catchup the same updates, drained by the projector, then applied to the release's candidate
-//           by one catch-up round (catchupRound): events/s (target ≥ 20,000/s).
+//   catchup the fresh candidate's first round, then per --catchup-sizes (default 50,000 and
+//           200,000; 1,000,000 needs --rows 1000000) as many updates drained by the projector
+//           (timed) and applied to the release's candidate by one catch-up round (catchupRound):
+//           events/s (target ≥ 20,000/s) and the ratio to the projector's own apply of them.
 //   lag     the demo's order writer at --rate transactions/s for --seconds while the projector
 //           runs (poll 50 ms); the age of the oldest event not yet in the frontier sampled
 //           every 50 ms. Target: p95 < 1 s.
 //
-//   npx tsx bench/projector.ts [--rows 200000] [--events 100000] [--rounds 3] [--rate 200] [--seconds 20] [--json]
+//   npx tsx bench/projector.ts [--rows 200000] [--events 100000] [--rounds 3] [--rate 200] [--seconds 20] [--catchup-sizes 50000,200000] [--only apply,catchup,lag] [--json]
 //
 // Uses DATABASE_URL (default: a database genfill_bench_projector, dropped and created again
 // every run). With --json the progress goes to stderr and one JSON document to stdout.
@@ -36,6 +38,7 @@ const { values: args } = parseArgs({
     rate: { type: 'string', default: '200' },
     seconds: { type: 'string', default: '20' },
     only: { type: 'string', default: 'apply,catchup,lag' },
+    'catchup-sizes': { type: 'string', default: '50000,200000' },
     json: { type: 'boolean', default: false },
   },
 });
@@ -45,6 +48,7 @@ const ROUNDS = Number(args.rounds);
 const RATE = Number(args.rate);
 const SECONDS = Number(args.seconds);
 const ONLY = new Set(args.only!.split(','));
+const SIZES = args['catchup-sizes']!.split(',').map(Number);
 
 const url = await benchDatabase('genfill_bench_projector', { fresh: true });
 const env = benchEnv(url, '{genfill-bench-projector}');
@@ -123,22 +127,43 @@ if (ONLY.has('apply')) {
 }
 
 if (ONLY.has('catchup')) {
-  log(`catchup: ${ROUNDS} rounds of ${n(EVENTS)} updates, drained by the projector, then one catch-up round of order-tax-fix@3`);
+  // The first round catches a freshly built candidate up from its build watermarks (what never
+  // finished before issue 29's finding 8); then, per size, `size` updates of as many keys, drained
+  // by the projector (timed: the ratio's denominator), then one catch-up round of them (timed).
+  log(`catchup: ${ROUNDS} rounds at each of ${SIZES.map(n).join(', ')} events, drained by the projector, then one catch-up round of order-tax-fix@3`);
   await projectDataset('orders_enriched', { db, log: quiet, untilIdle: true, id: 'bench' });
-  await catchupRound(db, 'order-tax-fix@3');
-  const rates: number[] = [];
-  for (let r = 1; r <= ROUNDS; r++) {
-    await makeEvents(EVENTS);
-    await projectDataset('orders_enriched', { db, log: quiet, untilIdle: true, id: 'bench' });
-    const t0 = performance.now();
-    const round = await catchupRound(db, 'order-tax-fix@3');
-    const seconds = (performance.now() - t0) / 1000;
-    rates.push(round.events / seconds);
-    log(`  round ${r}: ${n(round.events)} events (${n(round.upserted)} written, ${n(round.noops)} no-ops) in ${seconds.toFixed(2)} s = ${n(round.events / seconds)}/s`);
+  let t0 = performance.now();
+  const first = await catchupRound(db, 'order-tax-fix@3');
+  log(`  first round of the fresh candidate: ${n(first.events)} events in ${((performance.now() - t0) / 1000).toFixed(2)} s`);
+  const bySize: Record<string, unknown> = {};
+  for (const size of SIZES) {
+    if (size > ROWS) {
+      log(`  ${n(size)} events: skipped (--rows ${n(ROWS)} has fewer keys; run with --rows ${n(size)})`);
+      continue;
+    }
+    const rates: number[] = [];
+    const ratios: number[] = [];
+    for (let r = 1; r <= ROUNDS; r++) {
+      await makeEvents(size);
+      t0 = performance.now();
+      const p = await projectDataset('orders_enriched', { db, log: quiet, untilIdle: true, id: 'bench' });
+      const projectorRate = p.events / ((performance.now() - t0) / 1000);
+      t0 = performance.now();
+      const round = await catchupRound(db, 'order-tax-fix@3');
+      const seconds = (performance.now() - t0) / 1000;
+      rates.push(round.events / seconds);
+      ratios.push(round.events / seconds / projectorRate);
+      log(
+        `  ${n(size)} round ${r}: ${n(round.events)} events (${n(round.upserted)} written, ${n(round.noops)} no-ops) in ${seconds.toFixed(2)} s = ${n(round.events / seconds)}/s; ` +
+          `the projector applied them at ${n(projectorRate)}/s (catch-up / projector ${(round.events / seconds / projectorRate).toFixed(2)})`,
+      );
+    }
+    const c = spread(rates);
+    const ratio = spread(ratios, 2);
+    log(`catchup ${n(size)}: ${c.text} events/s (target ≥ 20,000); catch-up / projector ${ratio.text}`);
+    bySize[String(size)] = { eventsPerSecond: c, ratioToProjector: ratio };
   }
-  const c = spread(rates);
-  log(`catchup: ${c.text} events/s (target ≥ 20,000)`);
-  report.catchup = { eventsPerSecond: c };
+  report.catchup = bySize;
 }
 
 if (ONLY.has('lag')) {

@@ -145,12 +145,25 @@ export async function buildPartition(
   db: Db,
   q: { release: string; partition: string; attempt: number; claimMs?: number; claimed?: ClaimedPartition },
 ): Promise<BuildResult> {
+  let r: BuildResult;
   try {
-    return await buildOnce(db, q, 'fast');
+    r = await buildOnce(db, q, 'fast');
   } catch (err) {
     if (!(err instanceof KeyWrittenTwice)) throw err;
-    return buildOnce(db, q, 'safe', err.prepareMs);
+    r = await buildOnce(db, q, 'safe', err.prepareMs);
   }
+  if (r.releaseBuilt) await analyzeCandidate(db, q.release);
+  return r;
+}
+
+/**
+ * The release just became BUILT: analyse its candidate, before any catch-up round plans a
+ * statement over it (issue 29, finding 8: a candidate without statistics was taken for one row).
+ * genfill.analyze_generation runs it as the table's owner; after the commit, so the release
+ * row lock is not held through it.
+ */
+async function analyzeCandidate(db: Db, release: string): Promise<void> {
+  await db.query(`SELECT genfill.analyze_generation(r.dataset, r.generation) FROM genfill.releases r WHERE r.id = $1`, [release]);
 }
 
 /** The fast shape met a key already in the candidate (23505): build again in the safe shape. */
@@ -201,17 +214,20 @@ async function commitStep(conn: Conn, b: Built): Promise<BuildResult> {
  * unit's partitions one transaction each, where each outcome is handled alone.
  */
 export async function buildUnit(db: Db, members: BuildRequest[]): Promise<BuildResult[]> {
+  let out: BuildResult[];
   try {
-    return await withTransaction(db, async (conn) => {
+    out = await withTransaction(db, async (conn) => {
       const built: Built[] = [];
       for (const m of members) built.push(await buildStep(db, conn, m, 'fast'));
-      const out: BuildResult[] = [];
-      for (const b of built) out.push(await commitStep(conn, b));
-      return out;
+      const done: BuildResult[] = [];
+      for (const b of built) done.push(await commitStep(conn, b));
+      return done;
     });
   } catch (err) {
     throw new UnitFallbackError(err);
   }
+  if (out.some((r) => r.releaseBuilt)) await analyzeCandidate(db, members[0]!.release);
+  return out;
 }
 
 /** A unit's transaction failed; nothing of it was written: build its partitions one by one. */

@@ -24,7 +24,11 @@
 // sees, none from X on. S' contains F and is contained in S, so frontiers stay monotone. It is
 // not a snapshot PostgreSQL took (a transaction ≥ X may have committed before one below X),
 // which is why the apply is version-aware with a tombstone for every delete: an older event
-// applied after a newer one is a no-op whatever order batches take them in.
+// applied after a newer one is a no-op whatever order batches take them in — and why every
+// apply stages a key's latest event visible in S over the whole log, not the latest in (F, S]:
+// S' can count a key's delete as seen and not the insert it superseded, and a candidate whose
+// catch-up frontier is S' (a carry chunk's watermark) holds no tombstone for it (issue 29,
+// finding 1; statement.ts stageStatement).
 import type pg from 'pg';
 import { formatSnapshot, newEventsStatement, parseSnapshot } from '@genfill/capture';
 import { isPgError, LockWaitTimeoutError, type PgError, pgErrorCode, SQLSTATE } from '@genfill/contracts';

@@ -13,7 +13,7 @@
 //     by the check, and the statement returns what it found for the caller to stop on.
 import { quoteIdent, type Query } from '@genfill/contracts';
 import type { Conn } from '@genfill/registry';
-import { consumeStatement } from '@genfill/capture';
+import { consumeStatement, newEventsWhere } from '@genfill/capture';
 import { qualifiedGenerationTable } from '@genfill/registry';
 import { queryUserSql } from '@genfill/transform';
 import { entryFilter, type ProjectedDataset } from './dataset.ts';
@@ -51,10 +51,28 @@ export const EVENTS_TABLE = 'pg_temp.gf_projector_events';
 export const CREATE_EVENTS_TABLE = `CREATE TEMPORARY TABLE IF NOT EXISTS gf_projector_events
   (event_id bigint, key jsonb, op text, row jsonb, revision bigint, txid xid8) ON COMMIT DELETE ROWS`;
 
-/** Stage the latest event per key in (F, S] of the dataset's source. */
+/**
+ * Stage, for each key with an event in (F, S] of the dataset's source, the key's latest event
+ * visible in S over the whole log — not the latest in the window: under a capped (prefix)
+ * frontier F (batch.ts) a transaction below F's xmax counts as seen although it committed after
+ * one F does not see, so the window can hold a key's insert while the delete that superseded it
+ * lies "before" F (issue 29, finding 1). For one key, event ids follow commit order (0009), so
+ * a superseding event has an event id above the window's event and is among the events at or
+ * above the window's smallest event id (0033's index): a second, bounded read.
+ */
 export function stageStatement(ds: ProjectedDataset, range: { from: string; to: string }): Query {
-  const c = consumeStatement({ sourceTable: ds.sourceTable, from: range.from, to: range.to, order: ds.order });
-  return { text: `INSERT INTO ${EVENTS_TABLE} (event_id, key, op, row, revision, txid) ${c.text}`, values: c.values };
+  const latest = ds.order === 'revision' ? 'a.revision DESC, a.event_id DESC' : 'a.event_id DESC';
+  const text = `INSERT INTO ${EVENTS_TABLE} (event_id, key, op, row, revision, txid)
+WITH w AS MATERIALIZED (SELECT event_id, key FROM genfill.change_log WHERE ${newEventsWhere()}),
+a AS (
+  SELECT event_id, key, op, row, revision, txid FROM genfill.change_log
+   WHERE source_table = $1 AND event_id >= (SELECT min(event_id) FROM w)
+     AND txid < pg_snapshot_xmax($3::pg_snapshot) AND pg_visible_in_snapshot(txid, $3::pg_snapshot)
+)
+SELECT DISTINCT ON (a.key) a.event_id, a.key, a.op, a.row, a.revision, a.txid
+  FROM a WHERE a.key IN (SELECT w.key FROM w)
+ ORDER BY a.key, ${latest}`;
+  return { text, values: [ds.sourceTable, range.from, range.to] };
 }
 
 /**
@@ -119,10 +137,15 @@ ins AS (
    WHERE t._gf_rev < EXCLUDED._gf_rev
   RETURNING 1
 ),
+-- Deletes, and upserts the transform yields no row for: two branches, so the second is an
+-- anti-join. As one "op = 'delete' OR NOT EXISTS (…)" it was a subquery per event, hashed only
+-- while matched fits work_mem: a 1M-event catch-up round scanned matched once per event.
 gone AS MATERIALIZED (
+  SELECT k.* FROM qk AS k WHERE (SELECT ok FROM ok) AND k.op = 'delete'
+  UNION ALL
   SELECT k.* FROM qk AS k
-   WHERE (SELECT ok FROM ok)
-     AND (k.op = 'delete' OR NOT EXISTS (SELECT 1 FROM matched AS m WHERE m.gf_event = k.event_id))
+   WHERE (SELECT ok FROM ok) AND k.op <> 'delete'
+     AND NOT EXISTS (SELECT 1 FROM matched AS m WHERE m.gf_event = k.event_id)
 ),
 flag AS (
   UPDATE ${gen} AS t SET _gf_deleted = true, _gf_rev = g.revision

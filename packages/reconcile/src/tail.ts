@@ -87,15 +87,24 @@ export async function verifyTail(db: Db, release: string, since: string, o: { li
         const { sql } = await loadAdmittedTransform(conn, { digest: e.transform, release: e.release, dataset: r.dataset });
         sqls.push({ sql, timezone: zones.find((z) => z.release === e.release)?.timezone ?? null });
       }
+      // For each key with an event visible in CF and not in `since`, its latest event visible in
+      // CF over the whole log (issue 29, finding 1): `since` may be a capped (prefix) frontier that
+      // counts a key's later delete as seen and its earlier insert not. A superseding event has a
+      // larger event id (0009, 0033): it is among the events at or above the window's smallest.
       const latestOrder = r.mode === 'ingress' ? 'l.revision DESC, l.event_id DESC' : 'l.event_id DESC';
       await conn.query('DROP TABLE IF EXISTS pg_temp.gf_tail_latest');
       await conn.query(
         `CREATE TEMPORARY TABLE gf_tail_latest ON COMMIT DROP AS
+         WITH w AS MATERIALIZED (
+           SELECT l.event_id, l.key FROM genfill.change_log l
+            WHERE l.source_table = $1
+              AND l.txid >= pg_snapshot_xmin($2::pg_snapshot) AND NOT pg_visible_in_snapshot(l.txid, $2::pg_snapshot)
+              AND pg_visible_in_snapshot(l.txid, $3::pg_snapshot))
          SELECT DISTINCT ON (l.key) l.key, l.op, l.row, l.revision
            FROM genfill.change_log l
-          WHERE l.source_table = $1
-            AND l.txid >= pg_snapshot_xmin($2::pg_snapshot) AND NOT pg_visible_in_snapshot(l.txid, $2::pg_snapshot)
-            AND pg_visible_in_snapshot(l.txid, $3::pg_snapshot)
+          WHERE l.source_table = $1 AND l.event_id >= (SELECT min(w.event_id) FROM w)
+            AND l.txid < pg_snapshot_xmax($3::pg_snapshot) AND pg_visible_in_snapshot(l.txid, $3::pg_snapshot)
+            AND l.key IN (SELECT w.key FROM w)
           ORDER BY l.key, ${latestOrder}`,
         [r.log, since, to],
       );

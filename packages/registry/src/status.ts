@@ -168,9 +168,11 @@ async function liveOf(conn: Conn, id: string, expectedActive: string | null, has
   const { rows } = await conn.query<{ cf: string | null; floor: string | null; round: Record<string, unknown> | null }>(
     `SELECT (SELECT snapshot::text FROM genfill.catchup_frontiers WHERE release = $1) AS cf,
             (SELECT floor::text FROM genfill.release_floors WHERE release = $1) AS floor,
-            (SELECT jsonb_build_object('id', id, 'to', to_snapshot::text, 'toBarrier', to_barrier, 'events', events, 'upserted', upserted,
-                                       'tombstones', tombstones, 'noops', noops, 'root', root::text, 'at', at)
-               FROM genfill.catchup_rounds WHERE release = $1 ORDER BY id DESC LIMIT 1) AS round`,
+            -- The last round, recorded or not (an empty round is not recorded: 0033); before 0033, the last recorded one.
+            coalesce((SELECT last_round FROM genfill.catchup_frontiers WHERE release = $1),
+                     (SELECT jsonb_build_object('id', id, 'to', to_snapshot::text, 'toBarrier', to_barrier, 'events', events, 'upserted', upserted,
+                                                'tombstones', tombstones, 'noops', noops, 'root', root::text, 'at', at, 'recorded', true)
+                        FROM genfill.catchup_rounds WHERE release = $1 ORDER BY id DESC LIMIT 1)) AS round`,
     [id],
   );
   const floor = rows[0]!.floor;

@@ -267,7 +267,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
           results.catchup = c;
           say(
             `      live during the build: ${count(c.heldByWatermarks)} events held by the partitions' watermarks (the build read them); ` +
-              `catch-up round #${c.round}: ${count(c.events)} latest events per key, ${count(c.applied)} applied, ${count(c.noops)} no-ops (${c.ms} ms); ` +
+              `catch-up round ${c.round === null ? '(empty, not recorded)' : `#${c.round}`}: ${count(c.events)} latest events per key, ${count(c.applied)} applied, ${count(c.noops)} no-ops (${c.ms} ms); ` +
               `${count(c.waiting)} events waiting after it ${took('catchup')}`,
           );
         }

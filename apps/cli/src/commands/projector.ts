@@ -99,7 +99,7 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
         const r: CatchupRound = await viaService(ctx, { kind: 'catchup', release, args: {} }, (db) => catchupRound(db, release));
         if (opts.json) return json(ctx.io, r);
         ctx.io.out(
-          `catch-up round #${r.id} of ${release} into ${r.generation}: ${r.events} events (${r.upserted} written, ${r.tombstones} tombstones, ` +
+          `catch-up round ${r.id === null ? '(empty, not recorded)' : `#${r.id}`} of ${release} into ${r.generation}: ${r.events} events (${r.upserted} written, ${r.tombstones} tombstones, ` +
             `${r.noops} no-ops${r.quarantined ? `, ${r.quarantined} quarantined` : ''}) from ${r.from} to ${r.to}${r.toBarrier ? ' (the barrier)' : ''}; root ${r.root}` +
             `${r.caughtUp ? `; ${release} INGRESS_SEALED → CAUGHT_UP` : ''}`,
         );

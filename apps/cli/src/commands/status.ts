@@ -70,8 +70,8 @@ export function describeStatus(s: ReleaseStatus): string {
     if (s.summary) lines.push(...describeSummary(s.release, s.summary));
     if (s.live.floor) lines.push(`floor       ${s.live.floor}`);
     if (s.live.catchupFrontier) lines.push(`catch-up    frontier ${s.live.catchupFrontier}`);
-    const r = s.live.lastRound as { id: number; events: number; upserted: number; tombstones: number; noops: number; at: string; toBarrier: boolean } | null;
-    if (r) lines.push(`  last round #${r.id} at ${r.at}${r.toBarrier ? ' (to the barrier)' : ''}: ${r.events} events, ${r.upserted} written, ${r.tombstones} tombstones, ${r.noops} no-ops`);
+    const r = s.live.lastRound as { id: number | null; events: number; upserted: number; tombstones: number; noops: number; at: string; toBarrier: boolean } | null;
+    if (r) lines.push(`  last round ${r.id === null ? '(empty, not recorded)' : `#${r.id}`} at ${r.at}${r.toBarrier ? ' (to the barrier)' : ''}: ${r.events} events, ${r.upserted} written, ${r.tombstones} tombstones, ${r.noops} no-ops`);
     if (s.live.precarry) {
       lines.push(`  NOTE: planned before carry partitions existed, ${s.release} can never be cut over: cancel it (genfill cancel ${s.release}) and submit it again`);
     }

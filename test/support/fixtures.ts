@@ -75,7 +75,12 @@ export async function createExampleSchema(pool: pg.Pool, o: { captureDependencie
   await pool.query(`INSERT INTO public.tax_rates (region, rate) VALUES ('north', 0.19), ('south', 0.07), ('east', 0.2) ON CONFLICT DO NOTHING`);
   if (o.captureDependencies === false) return;
   const { rows } = await pool.query<{ migrated: boolean }>(`SELECT to_regclass('genfill.captures') IS NOT NULL AS migrated`);
-  if (rows[0]!.migrated) await installCapture(pool, { table: 'public.tax_rates' });
+  if (rows[0]!.migrated) await captureAsOwner(pool, 'public.tax_rates');
+}
+
+/** `genfill capture install <table>` as the table's owner (a test's superuser): what `plan` asks of a declared dependency. */
+export async function captureAsOwner(pool: pg.Pool, table: string): Promise<void> {
+  await installCapture(pool, { table });
 }
 
 /**

@@ -24,7 +24,7 @@ import { changedDependencies, type ApplyCounts } from '@genfill/projector';
 import { verifyTail, type TailCheck, type TailMismatch } from '@genfill/reconcile';
 import { casTransition, RELEASE_ACTIONS, rootAgg, rowHashExpr, type Db } from '@genfill/registry';
 import { catchupRound, type CatchupRound } from './catchup.ts';
-import { checkPinnedEvents, checkPinnedHashes, dependenciesChanged } from './dependencies.ts';
+import { checkNotStale, checkPinnedEvents, checkPinnedHashes, dependenciesChanged } from './dependencies.ts';
 import { sealRelease } from './seal.ts';
 import { runSwitch, type SequenceOptions, type SwitchContext, type SwitchOperation } from './sequence.ts';
 import type { SwitchStepTime } from './switch-lease.ts';
@@ -191,6 +191,7 @@ function cutoverOperation(db: Db, r: Rel, result: CutoverResult, opts: CutoverOp
       // The dependencies as they were pinned at plan (outside the freeze: a whole-table hash).
       await checkPinnedHashes(db, release);
       const pre = await catchupRound(db, release);
+      await checkNotStale(db, r.dataset);
       result.rounds!.pre = { id: pre.id, events: pre.events, ms: pre.ms };
       await ctx.lease.record('pre-round');
       const t = await verifyTail(db, release, await reconciledFrontier(db, release));

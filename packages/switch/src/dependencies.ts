@@ -98,3 +98,16 @@ export async function checkPinnedEvents(conn: Conn, release: string, to: string)
   }
   return changed;
 }
+
+/**
+ * Before the seal, after the cutover's own round: a dependency change that round (or a
+ * projector batch) flagged since the hashes were compared refuses by name, not by the seal's
+ * lost compare-and-swap.
+ */
+export async function checkNotStale(db: Pick<Db, 'query'>, dataset: string): Promise<void> {
+  const { rows } = await db.query<{ relations: string[] }>(
+    `SELECT stale_relations AS relations FROM genfill.dataset_flags WHERE dataset = $1 AND dependency_stale_since IS NOT NULL`,
+    [dataset],
+  );
+  if (rows[0]) throw dependenciesChanged(rows[0].relations, `dataset ${dataset} is DEPENDENCY_STALE: dependency ${named(rows[0].relations)} changed`);
+}

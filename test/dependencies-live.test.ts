@@ -110,6 +110,31 @@ describe('dependencies are checked wherever events are applied', () => {
     expect(await dataset()).toMatchObject({ active: 'g2', ingress: 'OPEN' });
   });
 
+  it('an UPDATE of tax_rates committed while a rollback holds its seal is applied by its switch and flags the dataset', async () => {
+    await approved('one@1', 'g3', FROM, DAY2);
+    expect((await cutoverRelease(db, 'one@1')).ok).toBe(true);
+    await approved('two@1', 'g4', DAY2, DAY3, 'g3');
+    expect((await cutoverRelease(db, 'two@1')).ok).toBe(true);
+    expect((await flags())?.since ?? null).toBeNull();
+    let updated = false;
+    const rb = await rollbackRelease(db, 'two@1', {
+      onStep: async (step) => {
+        // Between the rollback's seal and its switch: the event lands in (F, S_rb].
+        if (step === 'sealed') {
+          await rateChange();
+          updated = true;
+        }
+      },
+    });
+    expect(updated).toBe(true);
+    // A rollback is not refused for it: back on g3 (whose map names one@1, which declares
+    // tax_rates), flagged in the switch's own transaction.
+    expect(rb.ok).toBe(true);
+    expect(await dataset()).toMatchObject({ active: 'g3', ingress: 'OPEN' });
+    expect((await flags())?.relations).toEqual(['public.tax_rates']);
+    expect(await one(`SELECT count(*)::int AS n FROM genfill.dataset_log WHERE dataset = $1 AND action = 'dependency-stale'`, [DS])).toEqual({ n: 1 });
+  });
+
   it('plan of a release with an uncaptured dependency is refused with the capture command, and nothing is written', async () => {
     await removeCapture(tdb.pool, { table: 'public.tax_rates' });
     const r = exampleRelease();

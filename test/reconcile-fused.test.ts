@@ -7,10 +7,12 @@
 //     once (no receipt_mismatch), the dual count has both copies, and each such key is listed as
 //     `duplicate`, exactly as the separate passes did.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { removeCapture } from '@genfill/capture';
 import { reconcile } from '@genfill/reconcile';
 import { createPool } from '@genfill/registry';
 import { releaseMaker, seedAdopted, WINDOW } from '../packages/reconcile/test/fixtures.ts';
 import { createTestDatabase, keepOnFailure } from './support/db.ts';
+import { captureAsOwner } from './support/fixtures.ts';
 
 const tdb = await createTestDatabase('reconcile_fused');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'fused-test', 8);
@@ -84,6 +86,8 @@ describe('a transform that yields a key twice', () => {
     const { id, table } = await fresh();
     // A second, identical rate for one region: the transform's join now fans out for every
     // order of that region, and both copies equal the stored row.
+    // Capture needs the key: its owner lifts it around the change (the release was planned with it).
+    await removeCapture(tdb.pool, { table: 'public.tax_rates' });
     await tdb.pool.query(`ALTER TABLE public.tax_rates DROP CONSTRAINT tax_rates_pkey;
       INSERT INTO public.tax_rates SELECT * FROM public.tax_rates WHERE region = 'north'`);
     try {
@@ -108,6 +112,7 @@ describe('a transform that yields a key twice', () => {
     } finally {
       await tdb.pool.query(`DELETE FROM public.tax_rates a USING public.tax_rates b WHERE a.ctid > b.ctid AND a.region = b.region;
         ALTER TABLE public.tax_rates ADD PRIMARY KEY (region)`);
+      await captureAsOwner(tdb.pool, 'public.tax_rates');
     }
   });
 });

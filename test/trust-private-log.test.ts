@@ -77,7 +77,8 @@ const PENDING = 4;
 
 beforeAll(async () => {
   expect((await cliAs(null, 'migrate')).code).toBe(0);
-  await createExampleSchema(db.pool);
+  // public.tax_rates stays uncaptured: the refusal below names it (nothing here is planned).
+  await createExampleSchema(db.pool, { captureDependencies: false });
   await seedOrders(db.pool, { perDay: 4, days: 3 });
   for (const [login, role] of Object.entries(LOGINS)) {
     await db.pool.query(`DO $$ BEGIN CREATE ROLE ${login} LOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`);

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { parse, stringify } from 'yaml';
 import type pg from 'pg';
 import { afterAll, beforeEach, onTestFailed } from 'vitest';
+import { installCapture } from '@genfill/capture';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const EXAMPLE_RELEASE = join(ROOT, 'examples/order-tax-fix.yaml');
@@ -62,11 +63,24 @@ export function writeRelease(
   return file;
 }
 
-export async function createExampleSchema(pool: pg.Pool): Promise<void> {
+/**
+ * The SPEC example's tables and rates. With the registry migrated, public.tax_rates is captured
+ * as its owner (the example release declares it, and `plan` refuses an uncaptured dependency);
+ * `captureDependencies: false` leaves it as the application made it.
+ */
+export async function createExampleSchema(pool: pg.Pool, o: { captureDependencies?: boolean } = {}): Promise<void> {
   await pool.query(EXAMPLE_SCHEMA);
   // A first generation's view is created by genfill_owner in the target's schema.
   await pool.query('GRANT CREATE ON SCHEMA public TO genfill_owner').catch(() => undefined);
   await pool.query(`INSERT INTO public.tax_rates (region, rate) VALUES ('north', 0.19), ('south', 0.07), ('east', 0.2) ON CONFLICT DO NOTHING`);
+  if (o.captureDependencies === false) return;
+  const { rows } = await pool.query<{ migrated: boolean }>(`SELECT to_regclass('genfill.captures') IS NOT NULL AS migrated`);
+  if (rows[0]!.migrated) await captureAsOwner(pool, 'public.tax_rates');
+}
+
+/** `genfill capture install <table>` as the table's owner (a test's superuser): what `plan` asks of a declared dependency. */
+export async function captureAsOwner(pool: pg.Pool, table: string): Promise<void> {
+  await installCapture(pool, { table });
 }
 
 /**

@@ -8,7 +8,7 @@ import { casTransition, createPool, migrate, withTransaction } from '@genfill/re
 import { buildPartition, claimPartition, failPartition } from '../src/index.ts';
 import { releaseLease, renewLease, whileLeased } from '../src/claim.ts';
 import { createTestDatabase, keepOnFailure } from '../../../test/support/db.ts';
-import { createExampleSchema, firstGenerationRelease, workspace, writeRelease } from '../../../test/support/fixtures.ts';
+import { captureAsOwner, createExampleSchema, firstGenerationRelease, workspace, writeRelease } from '../../../test/support/fixtures.ts';
 
 const tdb = await createTestDatabase('build');
 const db = createPool({ DATABASE_URL: tdb.url } as never, 'build-test');
@@ -221,8 +221,11 @@ describe('final failures write nothing', () => {
   });
 
   it('stops a transform that joins duplicated reference rows with JOIN_FANOUT and the keys, before any write', async () => {
-    await tdb.pool.query(`CREATE TABLE public.rate_history (region text NOT NULL, rate numeric(6,4) NOT NULL);
-      INSERT INTO public.rate_history VALUES ('north', 0.19), ('south', 0.07), ('east', 0.2), ('east', 0.21);`);
+    // A surrogate key, so its owner can capture it (plan refuses an uncaptured dependency); the
+    // regions still repeat.
+    await tdb.pool.query(`CREATE TABLE public.rate_history (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, region text NOT NULL, rate numeric(6,4) NOT NULL);
+      INSERT INTO public.rate_history (region, rate) VALUES ('north', 0.19), ('south', 0.07), ('east', 0.2), ('east', 0.21);`);
+    await captureAsOwner(tdb.pool, 'public.rate_history');
     const fanout = `SELECT s.order_id, s.created_at, s.region, s.amount_cents, round(s.amount_cents * h.rate)::bigint AS tax_cents
                       FROM source AS s JOIN public.rate_history AS h ON h.region = s.region`;
     await building('fanout@1', { from: '2025-07-01T00:00:00Z', to: '2025-07-02T00:00:00Z', dataset: 'orders_fan', transform: fanout, deps: ['public.rate_history'] });

@@ -249,6 +249,23 @@ export class SwitchRefusedError extends RefusedError {
 }
 
 /**
+ * A dependency the release declares changed after its content was pinned at plan (the pinned
+ * hash no longer holds, or a captured event of it lies in (pin, S_cut]): the cutover refused
+ * after undoing its seal, and the dataset is DEPENDENCY_STALE. `relations` names the tables.
+ * Exit 3: rebuild with a new release once the dependency is as it should be.
+ */
+export class DependencyChangedError extends SwitchRefusedError {
+  constructor(
+    kind: SwitchKind,
+    readonly relations: string[],
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(kind, 'dependencies', message, options);
+  }
+}
+
+/**
  * A request a service runs could not be answered as its own error: the CLI stopped waiting for
  * it, or it failed with an error class this process does not know (`errorName`, the class the
  * service raised). A failure of a known class is rebuilt as that class (stored-errors.ts).

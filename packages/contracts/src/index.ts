@@ -42,6 +42,7 @@ export {
   SubmitterApprovalError,
   type SwitchKind,
   SwitchRefusedError,
+  DependencyChangedError,
   TransformRefusedError,
   UnknownDatasetError,
   UnmappedPrincipalError,

@@ -7,6 +7,7 @@
 import {
   CasConflictError,
   ConfigError,
+  DependencyChangedError,
   type ExitCode,
   GenerationGoneError,
   GenfillError,
@@ -58,6 +59,7 @@ export const ERROR_CLASSES = {
   LockWaitTimeoutError,
   ProjectorBehindError,
   SwitchRefusedError,
+  DependencyChangedError,
   StaleLeaseError,
   PartitionFailedError,
   RequestFailedError,

@@ -98,6 +98,22 @@ export async function checkTimezoneReading(conn: Conn, timezone: string, path = 
   return [ambiguousZoneProblem(timezone, path, `as the abbreviation ${a.abbrev}, a fixed UTC${offset}${a.is_dst ? ' (a summer offset)' : ''} all year`)];
 }
 
+/**
+ * The declared dependencies that are not captured by trigger (as `genfill.captures` names
+ * them, or as declared when absent): a change to one would reach no event, so no writer of a
+ * generation could see it. Only the table's owner may capture it, which the planner is not.
+ */
+export async function uncapturedDependencies(conn: Pick<Conn, 'query'>, relations: readonly string[]): Promise<string[]> {
+  if (relations.length === 0) return [];
+  const { rows } = await conn.query<{ relation: string }>(
+    `SELECT x.relation FROM unnest($1::text[]) WITH ORDINALITY AS x (relation, n)
+      WHERE NOT EXISTS (SELECT 1 FROM genfill.captures c WHERE c.relid = to_regclass(x.relation) AND c.mode = 'trigger')
+      ORDER BY x.n`,
+    [relations],
+  );
+  return rows.map((r) => r.relation);
+}
+
 export async function checkAgainstDatabase(conn: Conn, loaded: LoadedRelease): Promise<Problem[]> {
   const { spec } = loaded;
   const zone = await checkTimezoneReading(conn, spec.timezone);

@@ -16,6 +16,7 @@
 // template view is created over the extended protocol, which refuses a second statement.
 import { errorFromPg, plannedGrid, quoteQualified, RefusedError, SQLSTATE, type CoverageProof } from '@genfill/contracts';
 import { loadAdmittedTransform, queryUserSql, wrapTransform } from '@genfill/transform';
+import { uncapturedDependencies } from './admission.ts';
 import { carryPartitions } from './carry.ts';
 import {
   addGeneration,
@@ -102,6 +103,21 @@ async function admissible(conn: Conn, release: ReleaseRow): Promise<void> {
   await loadAdmittedTransform(conn, { digest: release.transform_digest, release: release.id });
 }
 
+/**
+ * Every declared dependency is captured, or the plan is refused before anything is written: a
+ * change to an uncaptured one would reach no writer of a generation (issue 29). Capture needs
+ * the table's owner, which the planner is not: the refusal prints the command for the owner.
+ */
+async function dependenciesCaptured(conn: Conn, release: ReleaseRow): Promise<void> {
+  const missing = await uncapturedDependencies(conn, release.spec.dependencies);
+  if (missing.length === 0) return;
+  throw new RefusedError(
+    `release ${release.id} declares ${missing.length === 1 ? 'a dependency' : 'dependencies'} that ${missing.length === 1 ? 'is' : 'are'} not captured ` +
+      `(${missing.join(', ')}): a change to ${missing.length === 1 ? 'it' : 'them'} would go unseen. As the table's owner run ` +
+      `${missing.map((t) => `\`genfill capture install ${t}\``).join(' and ')}, then plan again`,
+  );
+}
+
 async function summary(conn: Conn, release: ReleaseRow, status: PlanResult['status']): Promise<PlanResult> {
   const manifest = await findManifest(conn, release.id);
   if (!manifest) throw new Error(`release ${release.id} is ${release.state} but has no manifest`);
@@ -157,6 +173,7 @@ export async function planRelease(db: Db, id: string, opts: { carryRows?: number
     if (release.state === 'CANCELLED') throw new RefusedError(`release ${id} is CANCELLED: submit a new release`);
     if (release.state !== 'DRAFT') return summary(conn, release, 'already-planned');
     await admissible(conn, release);
+    await dependenciesCaptured(conn, release);
 
     const base = await baseTransformMap(conn, release);
     const spec = release.spec;
@@ -189,9 +206,13 @@ export async function planRelease(db: Db, id: string, opts: { carryRows?: number
     // The reference grid's count and proof (Temporal), not its partitions: the database computes those.
     const { proof: planned, steps } = plannedGrid(gridSpec);
 
+    // The pin's snapshot, taken before the hashes: a change the hash does not hold lies after
+    // it, where the cutover looks for one inside its freeze (migration 0031).
+    const { rows: pin } = await conn.query<{ s: string }>('SELECT pg_current_snapshot()::text AS s');
     for (const relation of spec.dependencies) {
       const h = await contentHash(conn, relation);
       await insertDependencyPin(conn, { release: id, relation, rowCount: h.rowCount, contentHash: h.contentHash });
+      await conn.query('UPDATE genfill.dependency_pins SET pinned_snapshot = $3::pg_snapshot WHERE release = $1 AND relation = $2', [id, relation, pin[0]!.s]);
     }
     const carry = await carryPartitions(conn, release, planned.count, opts.carryRows);
     if (carry.proof && !(carry.proof.contiguous && carry.proof.unboundedEnds && carry.proof.touchesRange)) {

@@ -74,6 +74,9 @@ function boundSql(type: string, value: string | null, timezone: string | null, s
   return `${literal(wall)}::timestamp`;
 }
 
+/** Release states whose dependencies no longer matter (an ACTIVE release's are in the map). */
+const CLOSED_STATES = ['CANCELLED', 'SUPERSEDED', 'RETIRED', 'ROLLED_BACK'];
+
 /** Datasets a projector serves: an active generation with a recorded frontier. */
 export async function projectableDatasets(conn: Pick<Conn, 'query'>, only?: string[]): Promise<string[]> {
   const { rows } = await conn.query<{ name: string }>(
@@ -130,12 +133,16 @@ export async function loadDataset(conn: Conn, name: string, opts: { generation?:
     const timezone = zones.find((z) => z.release === e.release)?.timezone ?? null;
     map.push({ ...e, sql, lower: boundSql(timeType, e.from, timezone, 'lower'), upper: boundSql(timeType, e.to, timezone, 'upper') });
   }
+  // Watched: what the adopt recorded, what the map's releases read, and what every open
+  // release on the dataset declares — a candidate's own dependency changes its rows too, even
+  // while the active map names no release (an adopted generation, a rollback to one).
   const { rows: deps } = await conn.query<{ relation: string; captured: boolean }>(
     `WITH declared AS (
        SELECT dd.relation FROM genfill.dataset_dependencies dd WHERE dd.dataset = $1
        UNION
        SELECT jsonb_array_elements_text(r.spec->'dependencies') FROM genfill.releases r
-        WHERE r.id IN (SELECT e.release FROM jsonb_to_recordset($2::jsonb) AS e (release text)))
+        WHERE r.id IN (SELECT e.release FROM jsonb_to_recordset($2::jsonb) AS e (release text))
+           OR (r.dataset = $1 AND r.state NOT IN (${CLOSED_STATES.map(literal).join(', ')})))
      SELECT coalesce(c.source_table, x.relation) AS relation, c.source_table IS NOT NULL AND c.mode = 'trigger' AS captured
        FROM declared x LEFT JOIN genfill.captures c ON c.relid = to_regclass(x.relation)
       ORDER BY 1`,

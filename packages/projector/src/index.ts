@@ -1,4 +1,5 @@
 export { type BatchOptions, type BatchOutcome, type Lease, runBatch } from './batch.ts';
+export { changedDependencies, markDependencyStale } from './dependencies.ts';
 export { loadDataset, type MapEntry, projectableDatasets, type ProjectedDataset, ProjectorNotReadyError } from './dataset.ts';
 export { type DriftVerdict, lastDriftChecks, projectorStatus, type ProjectorStatus, type SourceRewrite } from './lag.ts';
 export { findPoison, type PoisonEvent } from './poison.ts';

@@ -24,6 +24,7 @@ import { containmentMinimum, formatSnapshot, parseSnapshot } from '@genfill/capt
 import { LockWaitTimeoutError, pgErrorCode, quoteIdent, RefusedError, SQLSTATE } from '@genfill/contracts';
 import { casTransition, holdLock, qualifiedGenerationTable, RELEASE_ACTIONS, rootAgg, rowHashExpr, takeLock, withTransaction, type Conn, type Db } from '@genfill/registry';
 import { applyStep, type Applied, EVENTS_TABLE, loadDataset } from '@genfill/projector';
+import { checkDependencies } from './dependencies.ts';
 import { poisonStop, recordStop, stopAdvice, type SwitchStop } from './stops.ts';
 
 /** The table of the staged events' typed keys (stagedKeys): dropped at the round's commit. */
@@ -274,6 +275,8 @@ async function roundUnderLock(db: Db, release: string, started: number): Promise
         const stop = await poisonStop(conn, ds, step.poison, { kind: 'catchup', release, switchId: null });
         throw new CatchupPoison(`catch-up of ${release}: ${stop.what}, at key ${JSON.stringify(stop.key)}; nothing was applied`, stop);
       }
+      // Dependencies are checked wherever events are applied (issue 29, dependencies.ts): flagged, or refused in the freeze.
+      await checkDependencies(conn, ds, { from: cf, to }, toBarrier ? 'refuse' : 'flag');
       const applied = step.counts;
       const counts = { ...applied, events: applied.events + held, noops: applied.noops + held };
       const after = (await conn.query<{ t: string[] }>(st.times)).rows[0]!.t;

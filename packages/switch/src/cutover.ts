@@ -11,15 +11,20 @@
 //            manifest, the final round's root and the approvals, flips the pointer and opens E+1
 //            on the new generation; the same transaction applies (B, S_cut] to the new
 //            generation, so its readers see everything readers of the old one saw, and more.
+// Dependencies (dependencies.ts): `before` recomputes each declared dependency's content hash
+// against the pin; the round to B and the switch refuse on a captured dependency event (the
+// switch also on one of the release's own in (pin, S_cut]); the refusal flags the dataset
+// DEPENDENCY_STALE once the seal is undone (DependencyChangedError, exit 3).
 // A failed precondition or a freeze past `maxFreezeMs` undoes the seal (ingress reopens on the
 // old generation under a new epoch, the release is APPROVED again; exit 3 naming it); a
 // mismatch in the tail does the same and moves the release to RECONCILIATION_REQUIRED with the
 // keys (exit 4).
 import { ReconciliationRequiredError, RefusedError, SwitchRefusedError } from '@genfill/contracts';
-import type { ApplyCounts } from '@genfill/projector';
+import { changedDependencies, type ApplyCounts } from '@genfill/projector';
 import { verifyTail, type TailCheck, type TailMismatch } from '@genfill/reconcile';
 import { casTransition, RELEASE_ACTIONS, rootAgg, rowHashExpr, type Db } from '@genfill/registry';
 import { catchupRound, type CatchupRound } from './catchup.ts';
+import { checkNotStale, checkPinnedEvents, checkPinnedHashes, dependenciesChanged } from './dependencies.ts';
 import { sealRelease } from './seal.ts';
 import { runSwitch, type SequenceOptions, type SwitchContext, type SwitchOperation } from './sequence.ts';
 import type { SwitchStepTime } from './switch-lease.ts';
@@ -183,7 +188,10 @@ function cutoverOperation(db: Db, r: Rel, result: CutoverResult, opts: CutoverOp
       if (failed(result.checks).length > 0) throw precondition(result.checks);
     },
     async before(ctx) {
+      // The dependencies as they were pinned at plan (outside the freeze: a whole-table hash).
+      await checkPinnedHashes(db, release);
       const pre = await catchupRound(db, release);
+      await checkNotStale(db, r.dataset);
       result.rounds!.pre = { id: pre.id, events: pre.events, ms: pre.ms };
       await ctx.lease.record('pre-round');
       const t = await verifyTail(db, release, await reconciledFrontier(db, release));
@@ -236,6 +244,15 @@ function cutoverOperation(db: Db, r: Rel, result: CutoverResult, opts: CutoverOp
       return rows[0]!;
     },
     applyFrom: async (_conn, ctx) => ctx.barrier,
+    async dependencies(conn, ds, range) {
+      // Every watched dependency over (B, S_cut] (the round to B checked up to B), and the
+      // release's own over (pin, S_cut]: only their captured events, never their content.
+      const changed = new Set([...(await changedDependencies(conn, ds.dependencies, range)), ...(await checkPinnedEvents(conn, release, range.to))]);
+      if (changed.size > 0) {
+        const relations = [...changed].sort();
+        throw dependenciesChanged(relations, `dependency ${relations.join(', ')} changed after ${release} pinned it (an event in (pin, ${range.to}])`);
+      }
+    },
     async unseal(conn, reason) {
       const { rows } = await conn.query<{ epoch: string }>(
         `SELECT u.epoch::text FROM genfill.releases r JOIN genfill.datasets d ON d.name = r.dataset

@@ -20,6 +20,7 @@ import { errorFromPg, NotFoundError, pgErrorCode, RefusedError, SQLSTATE, Switch
 import { applyStep, loadDataset, type ApplyCounts } from '@genfill/projector';
 import { withTransaction, type Db } from '@genfill/registry';
 import { moveFrontier, runSwitch, type SequenceOptions, since, SwitchRefused, type SwitchOperation } from './sequence.ts';
+import { checkDependencies } from './dependencies.ts';
 import { poisonStop } from './stops.ts';
 import type { SwitchStepTime } from './switch-lease.ts';
 
@@ -75,6 +76,8 @@ async function replayRound(db: Db, release: string, rollback: string, dataset: s
         const stop = await poisonStop(conn, ds, step.poison, { kind: 'rollback', release, switchId: rollback });
         throw new SwitchRefused(`an event after ${f} is poison for ${generation} (${stop.what}, at key ${JSON.stringify(stop.key)})`, 'poison', stop);
       }
+      // Replayed events are applied events: a dependency's flags the dataset (issue 29).
+      await checkDependencies(conn, ds, { from: f, to: s }, 'flag');
       await moveFrontier(conn, dataset, generation, f, s);
       return { ...step.counts, ms: since(started) };
     },
@@ -155,6 +158,11 @@ function rollbackOperation(db: Db, release: string, r: Rel, result: RollbackResu
     async applyFrom(conn) {
       const { rows } = await conn.query<{ f: string }>('SELECT snapshot::text AS f FROM genfill.frontiers WHERE dataset = $1 AND generation = $2', [r.dataset, old]);
       return rows[0]!.f;
+    },
+    // The rest of the log over (F, S_rb], applied with the switch: a dependency's event flags
+    // the dataset with it (a rollback is not refused for one).
+    dependencies: async (conn, ds, range) => {
+      await checkDependencies(conn, ds, range, 'flag');
     },
     async unseal(conn, reason) {
       const { rows } = await conn.query<{ e: string | null }>('SELECT genfill.rollback_unseal($1, $2)::text AS e', [release, reason]);

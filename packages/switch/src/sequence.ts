@@ -20,8 +20,8 @@
 // that committed is complete by construction and is only recorded) or, past the freeze bound,
 // undoes it.
 import { hostname } from 'node:os';
-import { pgErrorCode, ReconciliationRequiredError, RefusedError, SQLSTATE, SwitchRefusedError } from '@genfill/contracts';
-import { applyStep, loadDataset, type ApplyCounts } from '@genfill/projector';
+import { DependencyChangedError, pgErrorCode, ReconciliationRequiredError, RefusedError, SQLSTATE, SwitchRefusedError } from '@genfill/contracts';
+import { applyStep, loadDataset, markDependencyStale, type ApplyCounts, type ProjectedDataset } from '@genfill/projector';
 import { withTransaction, type Conn, type Db } from '@genfill/registry';
 import { poisonStop, recordStop, stopAdvice, type SwitchStop } from './stops.ts';
 import { LeaseLost, SwitchLease, type LeaseOptions } from './switch-lease.ts';
@@ -38,6 +38,8 @@ export class SwitchRefused extends Error {
     message: string,
     readonly check = 'switch',
     readonly stop?: SwitchStop,
+    /** Dependencies that changed: flagged in the undo's transaction, refused as a DependencyChangedError. */
+    readonly stale?: string[],
   ) {
     super(message);
   }
@@ -113,6 +115,11 @@ export interface SwitchOperation<S extends string, Row> {
   compareAndSwap(conn: Conn, ctx: SwitchContext<S>): Promise<Row>;
   /** In the switch transaction, after the swap: where the apply starts (the barrier, or the old generation's frontier). */
   applyFrom(conn: Conn, ctx: SwitchContext<S>): Promise<string>;
+  /**
+   * In the switch transaction, after the apply: the dependencies' events in the applied range
+   * (dependencies.ts) — flagged with the switch (a rollback), or refused (a cutover).
+   */
+  dependencies(conn: Conn, ds: ProjectedDataset, range: { from: string; to: string }): Promise<void>;
   /** In the undo's transaction: reopen ingress under a new epoch if this operation sealed it; the epoch, or null. */
   unseal(conn: Conn, reason: string): Promise<number | null>;
   /** The refusal's tail once undone: where ingress reopened and the release's state. */
@@ -282,6 +289,7 @@ export async function runSwitch<S extends string, Row>(
               const stop = await poisonStop(conn, ds, step.poison, { kind, release, switchId: lease.id });
               throw new SwitchRefused(`an event after ${from} is poison for ${to} (${stop.what}, at key ${JSON.stringify(stop.key)})`, 'poison', stop);
             }
+            await op.dependencies(conn, ds, { from, to: snapshot });
             await moveFrontier(conn, dataset, to, from, snapshot);
             await conn.query(`UPDATE genfill.cutovers SET s_cut = $2::pg_snapshot WHERE id = $1`, [lease.id, snapshot]);
             return { row, snapshot, applied: step.counts };
@@ -317,7 +325,9 @@ export async function runSwitch<S extends string, Row>(
     // back): undo the seal while this holder is alive.
     const known = err instanceof SwitchRefused;
     const reason = known ? (err as Error).message : `${(err as Error).message} (an error, not a precondition)`;
-    const epoch = await undo(reason).catch((e: Error) => {
+    // A dependency that changed is flagged with the undo (its releases move once APPROVED again).
+    const stale = known ? (err as SwitchRefused).stale : undefined;
+    const epoch = await undo(reason, stale ? { also: (conn) => markDependencyStale(conn, dataset, stale).then(() => undefined), outcome: { dependencies: stale } } : {}).catch((e: Error) => {
       throw new SwitchRefusedError(kind, 'undo', `${kind} of ${release} failed (${reason}) and undoing the seal failed too: ${e.message}; run \`genfill unseal ${release}\``);
     });
     if (!known) throw err;
@@ -325,6 +335,7 @@ export async function runSwitch<S extends string, Row>(
     // A poison key, recorded now that the switch's transaction rolled back and ingress reopened,
     // so genfill.quarantine_key takes it (migration 0029).
     const advice = refused.stop ? `: ${stopAdvice(refused.stop, await recordStop(db, refused.stop), kind)}` : '';
+    if (stale) throw new DependencyChangedError(kind, stale, `${kind} refused: ${reason}; ${dataset} is DEPENDENCY_STALE; ${op.reopened(epoch)}`);
     throw new SwitchRefusedError(kind, refused.check, `${kind} refused: ${reason}${advice}; ${op.reopened(epoch)}`);
   } finally {
     await lease.close();

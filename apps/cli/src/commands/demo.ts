@@ -192,6 +192,9 @@ export function register(program: Command, run: (fn: (ctx: Context) => Promise<v
             table: 'public.orders_enriched',
             generation: 'tax-fix-g2',
             transformFile: adoptTransform,
+            // The legacy transform reads the rates too: captured with the source (as the owner),
+            // so a rate change flags the dataset and the release (which declares it) plans.
+            dependencies: ['public.tax_rates'],
           }),
         );
         say(

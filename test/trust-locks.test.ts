@@ -20,6 +20,7 @@ import { createTestDatabase, keepOnFailure, urlAs } from './support/db.ts';
 import { dailyRelease, workspace, writeRelease } from './support/fixtures.ts';
 import { mirrorDdl, mirrorRow, upsert, writeEvents } from './support/ingress.ts';
 import { REDIS_URL } from './support/redis.ts';
+import { waitFor } from './support/wait.ts';
 
 const tdb = await createTestDatabase('trust-locks');
 /** The fleet's side, with a short lock_timeout: a lock an outsider could hold fails fast instead of hanging the file. */
@@ -56,14 +57,6 @@ async function connectAs(login: string): Promise<pg.Client> {
   await c.connect();
   clients.push(c);
   return c;
-}
-
-async function until(fn: () => Promise<boolean>, ms = 30_000) {
-  const end = Date.now() + ms;
-  while (!(await fn())) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 beforeAll(async () => {
@@ -263,7 +256,7 @@ describe('the projector as a plain genfill_service login', () => {
     });
     await tdb.pool.query(`INSERT INTO public.orders (order_id, customer_id, region, created_at, amount_cents) VALUES (100001, 1, 'north', '2025-07-02T12:00:00Z', 777)`);
     await tdb.pool.query(`UPDATE public.orders SET amount_cents = 31337 WHERE order_id = 5`);
-    await until(async () => (await amountIn(active, 100001)) === '777' && (await amountIn(active, 5)) === '31337');
+    await waitFor('the plain-login projector to apply the insert and the update', async () => (await amountIn(active, 100001)) === '777' && (await amountIn(active, 5)) === '31337', 30_000);
     const { rows } = await db.query(`SELECT usename FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'genfill-projector%'`);
     expect(rows.length).toBeGreaterThan(0);
     expect(new Set(rows.map((r) => r.usename))).toEqual(new Set([SVC]));
